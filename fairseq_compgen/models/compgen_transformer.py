@@ -1,0 +1,191 @@
+"""One encoder-decoder Transformer whose inductive biases are independent options.
+
+Each option is one mechanism from one paper; the named architectures in `archs.py` are presets over them.
+Options of this module (see `--help` for all flags):
+
+* absolute sinusoidal positions and embedding scaling teu / none / ped   (Csordás et al. 2021, §3.3)
+* position scoring in self-attention (`--self-attn-pos`): none, txl       (Csordás et al. 2021, §3.1, App. C)
+* Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
+* post-LN (the authors' code) or pre-LN (`--normalize-before`)
+* tied output embedding with a learned output bias                        (Csordás et al. 2021, spec_000 §2.1)
+
+Tensors are batch-first inside the model: [B, T, C].
+"""
+import argparse
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder, register_model
+from torch import Tensor
+
+from fairseq_compgen.modules.attention import MultiheadAttention
+from fairseq_compgen.modules.layer_stack import LayerStack
+from fairseq_compgen.modules.layers import DecoderLayer, EncoderLayer
+from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
+from fairseq_compgen.modules.positions import EMBEDDING_SCALINGS, TokenEmbedding
+
+EncoderOut = Dict[str, List[Tensor]]
+
+
+def _bool(x) -> bool:
+    return utils.eval_bool(x) if isinstance(x, str) else bool(x)
+
+
+def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
+    absolute = args.absolute_positions == "sinusoidal"
+    dropout = args.embedding_dropout if args.embedding_dropout is not None else (args.dropout if absolute else 0.0)
+    return TokenEmbedding(len(dictionary), dim, dictionary.pad(), args.embedding_scaling if absolute else None, dropout)
+
+
+def _self_attention(args, dim: int, heads: int, causal: bool) -> MultiheadAttention:
+    scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, args=args)
+    return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
+
+
+class CompgenEncoder(FairseqEncoder):
+    def __init__(self, args, dictionary, embed: TokenEmbedding):
+        super().__init__(dictionary)
+        self.args, self.embed = args, embed
+        self.padding_idx = dictionary.pad()
+        dim = args.encoder_embed_dim
+
+        def make_layer():
+            attn = _self_attention(args, dim, args.encoder_attention_heads, causal=False)
+            return EncoderLayer(dim, args.encoder_ffn_embed_dim, attn, args.dropout, args.activation_dropout,
+                                _bool(args.normalize_before))
+
+        self.stack = LayerStack(make_layer, args.encoder_layers, _bool(args.universal))
+        self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs) -> EncoderOut:
+        """src_tokens [B, S] (left- or right-padded) -> {"encoder_out": [[B, S, C]], "encoder_padding_mask": [[B, S]], ...}"""
+        padding_mask = src_tokens.eq(self.padding_idx)  # [B, S]
+        x = self.embed(src_tokens)  # [B, S, C]
+        for depth, layer in self.stack:
+            x = layer(x, padding_mask, depth)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return {"encoder_out": [x], "encoder_padding_mask": [padding_mask], "src_tokens": [src_tokens]}
+
+    def reorder_encoder_out(self, encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
+        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+
+    def max_positions(self):
+        return self.args.max_source_positions
+
+
+class CompgenDecoder(FairseqIncrementalDecoder):
+    def __init__(self, args, dictionary, embed: TokenEmbedding):
+        super().__init__(dictionary)
+        self.args, self.embed = args, embed
+        dim = args.decoder_embed_dim
+
+        def make_layer():
+            self_attn = _self_attention(args, dim, args.decoder_attention_heads, causal=True)
+            cross = MultiheadAttention(dim, args.decoder_attention_heads, args.attention_dropout,
+                                       bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
+            return DecoderLayer(dim, args.decoder_ffn_embed_dim, self_attn, cross, args.dropout,
+                                args.activation_dropout, _bool(args.normalize_before))
+
+        self.stack = LayerStack(make_layer, args.decoder_layers, _bool(args.universal))
+        self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
+        if _bool(args.share_decoder_input_output_embed):
+            self.output_weight = None  # logits = h E^T + b with E the decoder's input embedding
+        else:
+            self.output_weight = nn.Parameter(torch.empty(len(dictionary), dim))
+            nn.init.xavier_uniform_(self.output_weight)
+        self.output_bias = nn.Parameter(torch.zeros(len(dictionary)))
+
+    def forward(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
+                features_only: bool = False, **kwargs):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if not features_only:
+            x = self.output_layer(x)
+        return x, extra
+
+    def extract_features(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
+                         **kwargs):
+        """prev_output_tokens [B, T] -> features [B, T, C] (only the last step's when decoding incrementally)."""
+        start = 0
+        if incremental_state is not None:
+            start = prev_output_tokens.size(1) - 1
+            prev_output_tokens = prev_output_tokens[:, -1:]  # [B, 1]
+        x = self.embed(prev_output_tokens, start=start)  # [B, T, C]
+        enc = encoder_out["encoder_out"][0]  # [B, S, C]
+        enc_pad = encoder_out["encoder_padding_mask"][0]  # [B, S]
+        for depth, layer in self.stack:
+            x = layer(x, enc, enc_pad, incremental_state, depth)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, {"attn": [None], "inner_states": [x]}
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        weight = self.embed.weight if self.output_weight is None else self.output_weight
+        return F.linear(features, weight, self.output_bias)  # [B, T, V]
+
+    def max_positions(self):
+        return self.args.max_target_positions
+
+
+@register_model("compgen_transformer")
+class CompgenTransformerModel(FairseqEncoderDecoderModel):
+    """The composable Transformer of fairseq_compgen; pick a preset with --arch (see README)."""
+
+    @staticmethod
+    def add_args(parser: argparse.ArgumentParser):
+        a = parser.add_argument
+        for side in ("encoder", "decoder"):
+            a(f"--{side}-embed-dim", type=int, metavar="N", help=f"{side} model dimension d_model")
+            a(f"--{side}-ffn-embed-dim", type=int, metavar="N", help=f"{side} feed-forward inner dimension d_FF")
+            a(f"--{side}-attention-heads", type=int, metavar="N", help=f"{side} attention heads")
+            a(f"--{side}-layers", type=int, metavar="N",
+              help=f"{side} layers (with --universal: how many times the one shared layer is applied)")
+        a("--dropout", type=float, metavar="D", help="dropout after every sublayer (attention, feed-forward)")
+        a("--attention-dropout", type=float, metavar="D", help="dropout on attention probabilities")
+        a("--activation-dropout", type=float, metavar="D", help="dropout inside the feed-forward block")
+        a("--embedding-dropout", type=float, metavar="D",
+          help="dropout on the input embeddings (default: --dropout with absolute positions, 0 without, as Csordás et al.)")
+        a("--absolute-positions", choices=["sinusoidal", "none"],
+          help="add sinusoidal absolute positions to the input embeddings (Vaswani) or none (relative models)")
+        a("--embedding-scaling", choices=list(EMBEDDING_SCALINGS),
+          help="with absolute positions: teu = sqrt(d)*E + P (Xavier init); none = E + P (N(0,1) init); "
+               "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3")
+        a("--self-attn-pos", choices=["none"] + sorted(SCORERS),
+          help="position scoring in every self-attention: none, or txl = Transformer-XL relative attention "
+               "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1)")
+        a("--universal", type=_bool, metavar="BOOL",
+          help="Universal Transformer: one encoder layer and one decoder layer applied --*-layers times")
+        a("--normalize-before", type=_bool, metavar="BOOL", help="pre-LN layers (default: post-LN)")
+        a("--attention-bias", type=_bool, metavar="BOOL", help="biases in the Q/K/V/O projections (Csordás: no)")
+        a("--share-decoder-input-output-embed", type=_bool, metavar="BOOL",
+          help="tie the output projection to the decoder input embedding (plus a learned output bias)")
+        a("--share-all-embeddings", type=_bool, metavar="BOOL",
+          help="one embedding for encoder input, decoder input and output (needs a joined dictionary)")
+        a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
+        a("--max-target-positions", type=int, metavar="N", help="longest target accepted")
+
+    @classmethod
+    def build_model(cls, args, task):
+        from fairseq_compgen.models.archs import base_architecture
+
+        base_architecture(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        if _bool(args.share_all_embeddings):
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
+            if args.encoder_embed_dim != args.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings needs --encoder-embed-dim == --decoder-embed-dim")
+            enc_embed = dec_embed = _embedding(args, src_dict, args.encoder_embed_dim)
+            args.share_decoder_input_output_embed = True
+        else:
+            enc_embed = _embedding(args, src_dict, args.encoder_embed_dim)
+            dec_embed = _embedding(args, tgt_dict, args.decoder_embed_dim)
+        encoder = CompgenEncoder(args, src_dict, enc_embed)
+        decoder = CompgenDecoder(args, tgt_dict, dec_embed)
+        return cls(encoder, decoder)
+
+    def max_positions(self):
+        return (self.encoder.max_positions(), self.decoder.max_positions())

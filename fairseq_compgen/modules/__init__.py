@@ -1,0 +1,5 @@
+"""Building blocks: attention with pluggable position scorers, layers, layer stacks, embeddings.
+
+Importing this package registers every position scorer (`--self-attn-pos`).
+"""
+from fairseq_compgen.modules import relative_txl  # noqa: F401  (registers "txl")

@@ -1,0 +1,136 @@
+"""Multi-head attention with pluggable position scoring and a decoding cache per depth.
+
+One attention module serves every variant of the project. What differs between papers is *how
+positions enter the logits*; that is delegated to a `PositionScorer` (see `position_scorer.py`):
+
+    logits[b, h, i, j] = scale * (scorer.content_query(q))[b,h,i] . k[b,h,j] + scorer.bias(q, i, j)[b,h,i,j]
+    probs = softmax_j(logits + mask)           out = W_o concat_h(sum_j probs v_j)
+
+With no scorer this is Vaswani et al.'s attention. Projections have no bias by default, as in
+Csordás et al.'s code (spec_000 §2.1). The scale is 1/sqrt(d_head), as in their code (the paper
+text says 1/sqrt(d_model), spec_000 discrepancy 4).
+
+Incremental decoding keeps keys/values under a key that includes the *depth* at which the module is
+applied, so one layer reused at every depth (Universal Transformer) keeps one cache per depth
+(the trap described in shared/notes/fairseq-host.md, item 5).
+"""
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from torch import Tensor
+
+IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+class MultiheadAttention(FairseqIncrementalState, nn.Module):
+    """Self- or cross-attention. Tensors are batch-first: x [B, T, C]."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+        scorer: Optional[nn.Module] = None,
+        kv_dim: Optional[int] = None,
+    ):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.scale = self.head_dim**-0.5
+        kv_dim = kv_dim or embed_dim
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(lin.weight)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
+        self.dropout = dropout
+        self.scorer = scorer
+
+    # ---- shapes -------------------------------------------------------------------------------
+    def _heads(self, x: Tensor) -> Tensor:
+        """[B, T, C] -> [B, H, T, d_head]"""
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+
+    # ---- cache --------------------------------------------------------------------------------
+    def _cache_key(self, depth: int) -> str:
+        return f"depth{depth}"
+
+    def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor):
+        """Reorder the cached keys/values of every depth along the batch dimension (beam search)."""
+        prefix = self._get_full_incremental_state_key("depth")
+        for key in [k for k in incremental_state if k.startswith(prefix)]:
+            buf = incremental_state[key]
+            incremental_state[key] = {n: (t.index_select(0, new_order) if t is not None else None) for n, t in buf.items()}
+        return incremental_state
+
+    # ---- forward ------------------------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        incremental_state: Optional[IncrementalState] = None,
+        depth: int = 0,
+    ) -> Tensor:
+        """
+        query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
+        key_padding_mask: [B, Tk] bool, True at padding; causal: forbid keys after the query;
+        incremental_state: decoding cache, `query` then holds only the new step(s).
+        Returns [B, Tq, C].
+        """
+        B, Tq, _ = query.shape
+        is_self = key_value is None
+        q = self._heads(self.q_proj(query))  # [B, H, Tq, dh]
+        cache = self.get_incremental_state(incremental_state, self._cache_key(depth)) if incremental_state is not None else None
+        start = 0  # absolute position of query[:, 0]
+        if is_self:
+            k, v = self._heads(self.k_proj(query)), self._heads(self.v_proj(query))  # [B, H, Tq, dh]
+            if cache is not None:
+                start = cache["k"].size(2)
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
+        elif cache is not None:  # encoder keys/values are computed once per sentence
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = self._heads(self.k_proj(key_value)), self._heads(self.v_proj(key_value))  # [B, H, Tk, dh]
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
+        Tk = k.size(2)
+
+        q_pos = torch.arange(start, start + Tq, device=query.device)  # [Tq]
+        k_pos = torch.arange(Tk, device=query.device)  # [Tk]
+        bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
+        q_content = q
+        if self.scorer is not None:
+            q_content = self.scorer.content_query(q)
+            bias = self.scorer.bias(q, q_pos, k_pos, self.scale)
+        blocked = None  # bool, True where a query may not look, broadcastable to [B, H, Tq, Tk]
+        if causal:
+            blocked = (k_pos[None, :] > q_pos[:, None]).view(1, 1, Tq, Tk)
+        if key_padding_mask is not None:
+            pad = key_padding_mask.view(B, 1, 1, Tk)
+            blocked = pad if blocked is None else (blocked | pad)
+        if bias is None:
+            attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
+        else:
+            attn_mask = bias.to(q.dtype)
+            if blocked is not None:
+                attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
+        out = F.scaled_dot_product_attention(
+            q_content, k, v, attn_mask=attn_mask,
+            dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
+        )  # [B, H, Tq, dh]
+        out = out.transpose(1, 2).reshape(B, Tq, self.embed_dim)
+        return self.out_proj(out)

@@ -1,0 +1,88 @@
+"""Encoder and decoder layers (Vaswani et al. 2017), post-LN by default as in Csordás et al.'s code.
+
+    post-LN:  x = LN(x + Drop(F(x)))          pre-LN (--normalize-before):  x = x + Drop(F(LN(x)))
+
+Encoder: self-attention, feed-forward. Decoder: causal self-attention, cross-attention, feed-forward.
+Feed-forward: W2 Drop(ReLU(W1 x + b1)) + b2, W1 Xavier-uniform with ReLU gain, W2 Xavier-uniform
+(spec_000 §2.1). Every layer takes `depth` so a layer applied at several depths (Universal Transformer)
+keeps a separate decoding cache per depth.
+"""
+from typing import Callable, Optional
+
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dim: int, ffn_dim: int, activation_dropout: float):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, ffn_dim), nn.Linear(ffn_dim, dim)
+        nn.init.xavier_uniform_(self.fc1.weight, gain=nn.init.calculate_gain("relu"))
+        nn.init.xavier_uniform_(self.fc2.weight)
+        self.dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:  # [B, T, C] -> [B, T, C]
+        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual connection, dropout and LayerNorm around one sublayer, pre- or post-norm."""
+
+    def __init__(self, dim: int, dropout: float, normalize_before: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+        self.normalize_before = normalize_before
+
+    def forward(self, x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.normalize_before:
+            return x + self.dropout(fn(self.norm(x)))
+        return self.norm(x + self.dropout(fn(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, dim, ffn_dim, self_attn: MultiheadAttention, dropout, activation_dropout, normalize_before):
+        super().__init__()
+        self.self_attn = self_attn
+        self.ffn = FeedForward(dim, ffn_dim, activation_dropout)
+        self.attn_block = Sublayer(dim, dropout, normalize_before)
+        self.ffn_block = Sublayer(dim, dropout, normalize_before)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor], depth: int = 0) -> Tensor:
+        """x [B, S, C]; padding_mask [B, S] (True at pads) -> [B, S, C]"""
+        x = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=padding_mask, depth=depth))
+        return self.ffn_block(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, dim, ffn_dim, self_attn, cross_attn, dropout, activation_dropout, normalize_before):
+        super().__init__()
+        self.self_attn, self.cross_attn = self_attn, cross_attn
+        self.ffn = FeedForward(dim, ffn_dim, activation_dropout)
+        self.self_block = Sublayer(dim, dropout, normalize_before)
+        self.cross_block = Sublayer(dim, dropout, normalize_before)
+        self.ffn_block = Sublayer(dim, dropout, normalize_before)
+
+    def forward(
+        self,
+        x: Tensor,
+        encoder_out: Tensor,
+        encoder_padding_mask: Optional[Tensor],
+        incremental_state: Optional[IncrementalState] = None,
+        depth: int = 0,
+    ) -> Tensor:
+        """x [B, T, C]; encoder_out [B, S, C]; encoder_padding_mask [B, S] -> [B, T, C]"""
+        x = self.self_block(
+            x, lambda h: self.self_attn(h, causal=True, incremental_state=incremental_state, depth=depth)
+        )
+        x = self.cross_block(
+            x,
+            lambda h: self.cross_attn(
+                h, encoder_out, key_padding_mask=encoder_padding_mask,
+                incremental_state=incremental_state, depth=depth,
+            ),
+        )
+        return self.ffn_block(x, self.ffn)

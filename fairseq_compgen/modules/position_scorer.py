@@ -1,0 +1,49 @@
+"""The interface by which position information enters attention logits, and the registry of scorers.
+
+A scorer is asked, for queries at absolute positions `q_pos` [Tq] and keys at `k_pos` [Tk]:
+  * `content_query(q)`: the query used for content addressing (Transformer-XL adds the global bias u);
+  * `bias(q, q_pos, k_pos, scale)`: additive logits broadcastable to [B, H, Tq, Tk] (already scaled), or None.
+During incremental decoding q_pos holds the current step, so every scorer works step by step.
+
+Scorers register themselves by name with `@register_scorer("name")`; `--self-attn-pos NAME` picks one.
+"""
+from typing import Callable, Dict, Optional
+
+import torch.nn as nn
+from torch import Tensor
+
+SCORERS: Dict[str, Callable[..., nn.Module]] = {}
+
+
+def register_scorer(name: str):
+    def wrap(cls):
+        if name in SCORERS:
+            raise ValueError(f"position scorer {name!r} registered twice")
+        SCORERS[name] = cls
+        return cls
+
+    return wrap
+
+
+class PositionScorer(nn.Module):
+    """Base class: no change to the content query, no bias."""
+
+    def content_query(self, q: Tensor) -> Tensor:
+        return q
+
+    def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float) -> Optional[Tensor]:
+        return None
+
+
+def build_scorer(name: str, *, embed_dim: int, num_heads: int, causal: bool, args) -> Optional[nn.Module]:
+    """`name` "none" -> None; otherwise the registered scorer built from the model's args."""
+    if name in (None, "none"):
+        return None
+    if name not in SCORERS:
+        raise ValueError(f"unknown position scorer {name!r}; choose from none, {', '.join(sorted(SCORERS))}")
+    return SCORERS[name](embed_dim=embed_dim, num_heads=num_heads, causal=causal, args=args)
+
+
+def relative_distances(q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """Signed distance key minus query, j - i: [Tq, Tk] (the authors' code convention, spec_000 §2.3)."""
+    return k_pos[None, :] - q_pos[:, None]

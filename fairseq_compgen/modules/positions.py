@@ -1,0 +1,81 @@
+"""Sinusoidal position encodings and the token-embedding scaling schemes of Csordás et al. (2021).
+
+Csordás, Irie, Schmidhuber (2021), "The Devil is in the Detail: Simple Tricks Improve Systematic
+Generalization of Transformers", §3.3 and App. D (spec_000 §2.2):
+
+    P[pos, 2k]   = sin(pos / 10000^(2k/d))
+    P[pos, 2k+1] = cos(pos / 10000^(2k/d))
+
+    teu  (Token Embedding Upscaling, Vaswani):  E ~ Xavier-uniform,   H = sqrt(d) * E[w] + P
+    none (PyTorch default):                     E ~ N(0, 1),          H = E[w] + P
+    ped  (Position Embedding Downscaling):      E ~ Kaiming-normal,   H = E[w] + P / sqrt(d)
+
+PED uses `kaiming_normal_` with its default arguments, as the authors' code does (std = sqrt(2/d));
+the paper text says std 1/sqrt(d) (spec_000 discrepancy 3). Models without absolute positions
+(relative attention) use Xavier-uniform embeddings and no scaling, as in the authors' code.
+"""
+import math
+from typing import Optional
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+EMBEDDING_SCALINGS = ("teu", "none", "ped")
+
+
+def sinusoid(positions: Tensor, dim: int) -> Tensor:
+    """Interleaved sinusoids of Eq. 1 at (possibly negative, possibly fractional) `positions`.
+
+    positions: [...] -> returns [..., dim] (float32).
+    """
+    assert dim % 2 == 0, f"sinusoidal encodings need an even dimension, got {dim}"
+    inv_freq = torch.exp(
+        torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) * (-math.log(10000.0) / dim)
+    )  # [dim/2]
+    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # [..., dim/2]
+    out = torch.stack((angles.sin(), angles.cos()), dim=-1)  # [..., dim/2, 2]
+    return out.flatten(-2)  # [..., dim]: sin on even channels, cos on odd
+
+
+def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> Tensor:
+    """0-based positions of the non-pad tokens (pads on either side are skipped). [B, T] -> [B, T]."""
+    not_pad = tokens.ne(padding_idx).long()
+    return (torch.cumsum(not_pad, dim=1) - 1).clamp(min=0) + start
+
+
+class TokenEmbedding(nn.Module):
+    """Token embedding plus (optionally) absolute sinusoidal positions, scaled by one of the schemes above.
+
+    `scaling=None` means "no absolute positions": Xavier-uniform init, no scaling (relative-attention models).
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: int, scaling: Optional[str], dropout: float):
+        super().__init__()
+        if scaling is not None and scaling not in EMBEDDING_SCALINGS:
+            raise ValueError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
+        self.dim, self.padding_idx, self.scaling = dim, padding_idx, scaling
+        self.embed = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
+        if scaling in (None, "teu"):
+            nn.init.xavier_uniform_(self.embed.weight)
+        elif scaling == "none":
+            nn.init.normal_(self.embed.weight, 0.0, 1.0)
+        else:  # ped
+            nn.init.kaiming_normal_(self.embed.weight)
+        with torch.no_grad():
+            self.embed.weight[padding_idx].zero_()
+        self.token_scale = math.sqrt(dim) if scaling == "teu" else 1.0
+        self.position_scale = 1.0 / math.sqrt(dim) if scaling == "ped" else 1.0
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def weight(self) -> Tensor:
+        return self.embed.weight
+
+    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
+        """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding."""
+        x = self.embed(tokens) * self.token_scale
+        if self.scaling is not None:
+            pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
+            x = x + self.position_scale * sinusoid(pos, self.dim).to(x.dtype)
+        return self.dropout(x)

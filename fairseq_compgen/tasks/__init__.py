@@ -1,0 +1,2 @@
+"""Tasks (`--task`)."""
+from fairseq_compgen.tasks import compgen  # noqa: F401

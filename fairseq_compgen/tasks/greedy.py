@@ -1,0 +1,74 @@
+"""Greedy autoregressive decoding and exact-match accuracy as Csordás et al. (2021) evaluate.
+
+spec_000 §1: a prediction is correct only if every token is correct *and* the predicted length (the
+position of the first EOS) equals the reference length. Decoding stops at EOS; decoding more than
+reference length + 1 steps cannot change the verdict, so that is the step budget.
+
+Oracle length (Newman et al. 2020 "+EOS+Oracle", the authors' code's oracle accuracy): the EOS logit
+is set to -inf and exactly the reference length is decoded; the first ref_len tokens are compared.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+@torch.no_grad()
+def greedy_decode(model, src_tokens: Tensor, src_lengths: Tensor, max_steps: int, eos: int,
+                  forbid_eos: bool = False) -> Tensor:
+    """Returns [B, max_steps] predicted tokens (after the leading EOS the decoder starts from).
+
+    Rows are not cut at EOS here; callers compare with `exact_match_rows`. Stops early once every row
+    has produced EOS (unless `forbid_eos`).
+    """
+    B = src_tokens.size(0)
+    encoder_out = model.encoder(src_tokens, src_lengths=src_lengths)
+    tokens = torch.full((B, 1), eos, dtype=torch.long, device=src_tokens.device)  # [B, 1]
+    incremental_state = {}
+    finished = torch.zeros(B, dtype=torch.bool, device=src_tokens.device)
+    for _ in range(max_steps):
+        out = model.decoder(tokens, encoder_out=encoder_out, incremental_state=incremental_state)
+        lprobs = model.get_normalized_probs((out[0][:, -1:, :], out[1]), log_probs=True)[:, -1, :]  # [B, V]
+        if forbid_eos:
+            lprobs[:, eos] = float("-inf")
+        nxt = lprobs.argmax(-1)  # [B]
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        finished |= nxt.eq(eos)
+        if not forbid_eos and bool(finished.all()):
+            break
+    pred = tokens[:, 1:]
+    if pred.size(1) < max_steps:  # pad with EOS so every row has max_steps columns
+        pred = torch.cat([pred, pred.new_full((B, max_steps - pred.size(1)), eos)], dim=1)
+    return pred
+
+
+def exact_match_rows(pred: Tensor, target: Tensor, pad: int, eos: int, oracle: bool = False) -> Tensor:
+    """pred [B, T1] from greedy_decode, target [B, T2] (fairseq target: tokens, EOS, then pads) -> bool [B].
+
+    Normal: pred up to its first EOS must equal target up to its EOS (same tokens, same length).
+    Oracle: the first ref_len predicted tokens must equal the reference tokens.
+    """
+    ref_mask = target.ne(pad) & target.ne(eos)  # [B, T2]
+    ref_len = ref_mask.sum(1)  # [B]
+    out = torch.zeros(pred.size(0), dtype=torch.bool, device=pred.device)
+    for b in range(pred.size(0)):
+        ref = target[b][ref_mask[b]]
+        n = int(ref_len[b])
+        if oracle:
+            hyp = pred[b, :n]
+        else:
+            eos_at = (pred[b] == eos).nonzero()
+            end = int(eos_at[0]) if len(eos_at) else pred.size(1)
+            hyp = pred[b, :end]
+        out[b] = hyp.numel() == n and bool(torch.equal(hyp, ref))
+    return out
+
+
+def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -> Tensor:
+    """Greedy exact match of one fairseq batch -> bool [B]."""
+    target: Tensor = sample["target"]
+    ref_len = (target.ne(pad) & target.ne(eos)).sum(1)
+    steps = int(ref_len.max()) if oracle else int(ref_len.max()) + 1
+    net = sample["net_input"]
+    pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, forbid_eos=oracle)
+    return exact_match_rows(pred, target, pad, eos, oracle)
