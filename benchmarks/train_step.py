@@ -1,0 +1,148 @@
+"""Train-step time and peak memory of each registered architecture, as a ratio to fairseq's stock `transformer`
+of the same size (d_model, d_FF, heads, layers), measured in the same run.
+
+    python benchmarks/train_step.py                      # the base presets (SCAN size), CPU or GPU
+    python benchmarks/train_step.py --archs rel_uni_transformer_cogs compgen_transformer_cogs --batch 128
+    python benchmarks/train_step.py --all --json results/bench.json
+
+Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
+during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
+gradients, optimizer state, from before the first warm-up step). Time: median over --steps timed steps after --warmup steps (forward, backward,
+Adam step) on random tokens of fixed lengths.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+
+def measure(arch: str, stock: bool, a) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    import fairseq_compgen  # noqa: F401
+    from fairseq_compgen.models.standalone import build_model
+
+    torch.manual_seed(0)
+    dev = torch.device(a.device)
+    model = build_model(arch, src_words=a.vocab, tgt_words=a.vocab)
+    if stock:  # fairseq's own transformer at exactly the same size
+        e = model.encoder.args
+        model = build_model(
+            "transformer", src_words=a.vocab, tgt_words=a.vocab,
+            encoder_embed_dim=e.encoder_embed_dim, encoder_ffn_embed_dim=e.encoder_ffn_embed_dim,
+            encoder_attention_heads=e.encoder_attention_heads, encoder_layers=e.encoder_layers,
+            decoder_embed_dim=e.decoder_embed_dim, decoder_ffn_embed_dim=e.decoder_ffn_embed_dim,
+            decoder_attention_heads=e.decoder_attention_heads, decoder_layers=e.decoder_layers,
+            share_decoder_input_output_embed=True,
+        )
+    model.to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    V = len(model.decoder.dictionary)
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, V, (a.batch, a.src_len), generator=g).to(dev)
+    tgt = torch.randint(4, V, (a.batch, a.tgt_len), generator=g).to(dev)
+    prev = torch.cat([torch.full_like(tgt[:, :1], 2), tgt[:, :-1]], dim=1)
+    lengths = torch.full((a.batch,), a.src_len, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits, _ = model(src, lengths, prev)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # model and batch built, nothing run yet
+    for _ in range(a.warmup):
+        step()
+    times = []
+    for _ in range(a.steps):
+        t = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    peak = torch.cuda.max_memory_allocated() if cuda else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
+    return {"arch": "transformer" if stock else arch, "params": sum(p.numel() for p in model.parameters()),
+            "step_ms": 1000 * statistics.median(times), "peak_mb": peak / 2**20}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--archs", nargs="*", help="architectures to measure (default: every preset without a dataset suffix)")
+    p.add_argument("--all", action="store_true", help="every registered architecture of this package")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--src-len", type=int, default=16)
+    p.add_argument("--tgt-len", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=32, help="words per dictionary (plus fairseq's 4 specials)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    p.add_argument("--json", help="also write the rows as JSON here")
+    p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a._one:
+        print(json.dumps(measure(a._one[0], a._one[1] == "1", a)))
+        return
+    import fairseq_compgen  # noqa: F401
+    from fairseq_compgen.models.standalone import compgen_archs
+
+    suffixes = ("_scan", "_cfq", "_pcfg", "_cogs", "_math", "_iwslt", "_flores", "_noun_adj")
+    archs = a.archs or [x for x in compgen_archs() if a.all or not x.endswith(suffixes)]
+    passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
+                   ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
+
+    def run(arch, stock):
+        out = subprocess.run([sys.executable, __file__, "--_one", arch, "1" if stock else "0", *passthrough],
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    rows, stock_cache = [], {}
+    print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} torch_threads={os.cpu_count()}")
+    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x stock':>8s} {'peak MB':>9s} {'x stock':>8s}")
+    for arch in archs:
+        r = run(arch, False)
+        e = _size_key(arch)
+        s = stock_cache.get(e) or run(arch, True)  # one stock measurement per distinct size
+        stock_cache[e] = s
+        r["stock_step_ms"], r["stock_peak_mb"] = s["step_ms"], s["peak_mb"]
+        r["time_ratio"] = r["step_ms"] / s["step_ms"]
+        r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
+        rows.append(r)
+        print(f"{arch:34s} {r['params']:>10,d} {r['step_ms']:9.1f} {r['time_ratio']:8.2f} "
+              f"{r['peak_mb']:9.1f} {r['memory_ratio']:8.2f}", flush=True)
+    if a.json:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"device": a.device, "rows": rows}, f, indent=1)
+        os.replace(tmp, a.json)
+
+
+def _size_key(arch: str):
+    import fairseq_compgen  # noqa: F401
+    from fairseq_compgen.models.standalone import build_model
+
+    e = build_model(arch).encoder.args
+    return tuple(getattr(e, f"{side}_{k}") for side in ("encoder", "decoder")
+                 for k in ("embed_dim", "ffn_embed_dim", "attention_heads", "layers"))
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Build any registered architecture without data on disk (tests, benchmarks, notebooks)."""
+import argparse
+
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+
+def make_dictionary(n_words: int) -> Dictionary:
+    """A fairseq dictionary: its 4 special symbols plus words w0 .. w{n-1}."""
+    d = Dictionary()
+    for i in range(n_words):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+class StandInTask:
+    """What `build_model` needs of a task: its two dictionaries."""
+
+    def __init__(self, src: Dictionary, tgt: Dictionary):
+        self.source_dictionary, self.target_dictionary = src, tgt
+
+
+def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, **overrides):
+    """A model of any registered `arch` (ours or fairseq's), dictionaries of 4 specials + n words each;
+    `overrides` are model flags as attribute names (e.g. encoder_layers=2)."""
+    args = argparse.Namespace(arch=arch, **overrides)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, StandInTask(make_dictionary(src_words), make_dictionary(tgt_words)))
+
+
+def compgen_archs():
+    """Every architecture registered by this package, sorted."""
+    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_compgen"))

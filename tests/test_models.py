@@ -1,0 +1,194 @@
+"""The architectures of Csordás et al. (2021) against their formulas, their decoding, and Table 5's sizes."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_compgen.modules.attention import MultiheadAttention
+from fairseq_compgen.modules.positions import TokenEmbedding, sinusoid
+from fairseq_compgen.modules.relative_txl import TransformerXLScorer
+from model_helpers import build, compgen_archs
+
+PAD = 1
+
+
+def slow_relative_attention(attn: MultiheadAttention, x, pad_mask, causal):
+    """Csordás et al. App. C / Dai et al. (2019), written term by term with loops over b, h, i, j:
+    A_ij = q_i.k_j + q_i.(W_kP P_{j-i}) + u.k_j + v.(W_kP P_{j-i}), scaled by 1/sqrt(d_head)."""
+    B, T, C = x.shape
+    H, dh = attn.num_heads, attn.head_dim
+    sc = attn.scorer
+    q = attn.q_proj(x).view(B, T, H, dh)
+    k = attn.k_proj(x).view(B, T, H, dh)
+    v = attn.v_proj(x).view(B, T, H, dh)
+    out = torch.zeros(B, T, H, dh, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                logits = []
+                for j in range(T):
+                    p = sinusoid(torch.tensor(float(j - i)), C)  # P_{j-i}, [C]
+                    r = (sc.pos_proj.weight @ p).view(H, dh)[h]  # W_{k,P} P_{j-i}, head h
+                    a = q[b, i, h] @ k[b, j, h]  # (a) content
+                    a = a + q[b, i, h] @ r  # (b) content-dependent position
+                    a = a + sc.u[h] @ k[b, j, h]  # (c) global content bias
+                    a = a + sc.v[h] @ r  # (d) global position bias
+                    blocked = bool(pad_mask[b, j]) or (causal and j > i)
+                    logits.append(float("-inf") if blocked else float(a) / math.sqrt(dh))
+                w = torch.softmax(torch.tensor(logits, dtype=torch.float64), 0)
+                out[b, i, h] = sum(w[j] * v[b, j, h].double() for j in range(T))
+    return attn.out_proj(out.view(B, T, C).float())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_relative_attention_matches_formula(causal):
+    torch.manual_seed(0)
+    C, H = 16, 4
+    attn = MultiheadAttention(C, H, dropout=0.0, scorer=TransformerXLScorer(C, H, causal)).eval()
+    with torch.no_grad():  # u, v start at 0: make them non-zero so terms (c) and (d) are tested
+        attn.scorer.u.normal_()
+        attn.scorer.v.normal_()
+    x = torch.randn(2, 6, C)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    if not causal:
+        pad[1, :2] = True  # left padding in the encoder
+    with torch.no_grad():
+        fast = attn(x, key_padding_mask=pad, causal=causal)
+        slow = slow_relative_attention(attn, x, pad, causal)
+    keep = ~pad  # outputs at padded query positions are never used
+    assert torch.allclose(fast[keep], slow[keep], atol=1e-5), (fast - slow)[keep].abs().max()
+
+
+def test_relative_attention_is_shift_invariant_and_ignores_left_padding():
+    """Relative attention sees distances only: left padding must not change the real tokens' outputs."""
+    torch.manual_seed(1)
+    attn = MultiheadAttention(16, 4, scorer=TransformerXLScorer(16, 4, False)).eval()
+    x = torch.randn(1, 5, 16)
+    padded = torch.cat([torch.randn(1, 3, 16), x], dim=1)
+    pad = torch.tensor([[True] * 3 + [False] * 5])
+    a = attn(x)
+    b = attn(padded, key_padding_mask=pad)[:, 3:]
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_sinusoid_is_eq1():
+    d = 8
+    p = sinusoid(torch.tensor([0.0, 3.0, -2.0]), d)
+    for row, pos in enumerate([0.0, 3.0, -2.0]):
+        for k in range(d // 2):
+            assert p[row, 2 * k].item() == pytest.approx(math.sin(pos / 10000 ** (2 * k / d)), abs=1e-6)
+            assert p[row, 2 * k + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * k / d)), abs=1e-6)
+
+
+@pytest.mark.parametrize("scaling", ["teu", "none", "ped"])
+def test_embedding_scaling(scaling):
+    torch.manual_seed(0)
+    d = 64
+    emb = TokenEmbedding(50, d, PAD, scaling, dropout=0.0)
+    tokens = torch.tensor([[PAD, 5, 6, 7]])  # left-padded: positions 0, 1, 2 for the real tokens
+    out = emb(tokens)
+    P = sinusoid(torch.arange(3.0), d)
+    E = emb.weight[tokens[0, 1:]]
+    expected = {"teu": math.sqrt(d) * E + P, "none": E + P, "ped": E + P / math.sqrt(d)}[scaling]
+    assert torch.allclose(out[0, 1:], expected, atol=1e-5)
+    std = emb.weight[4:].std().item()
+    expected_std = {"teu": math.sqrt(2.0 / (d + 50)), "none": 1.0, "ped": math.sqrt(2.0 / d)}[scaling]
+    assert std == pytest.approx(expected_std, rel=0.1)
+
+
+def _inputs(model, B=3, S=7, T=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, len(model.encoder.dictionary), (B, S), generator=g)
+    src[0, :3] = PAD  # left padding, as fairseq batches sources
+    prev = torch.randint(4, len(model.decoder.dictionary), (B, T), generator=g)
+    prev[:, 0] = 2  # decoding starts from EOS
+    return src, src.ne(PAD).sum(1), prev
+
+
+@pytest.mark.parametrize("arch", compgen_archs())
+def test_step_by_step_decoding_equals_full_forward(arch):
+    torch.manual_seed(0)
+    model = build(arch).eval()
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        full, _ = model(src, lengths, prev)  # [B, T, V]
+        enc = model.encoder(src, lengths)
+        state = {}
+        steps = [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0] for t in range(prev.size(1))]
+    diff = (torch.cat(steps, dim=1) - full).abs().max().item()
+    assert diff < 1e-4, f"{arch}: incremental decoding differs from the full forward pass by {diff}"
+
+
+def test_universal_depths_keep_separate_caches():
+    """With one shared decoder layer, each depth must have its own cache entry (fairseq-host trap 5)."""
+    model = build("rel_uni_transformer").eval()
+    src, lengths, prev = _inputs(model)
+    state = {}
+    with torch.no_grad():
+        model.decoder(prev[:, :1], model.encoder(src, lengths), incremental_state=state)
+    self_attn_keys = [k for k in state if k.startswith(model.decoder.stack.layers[0].self_attn._incremental_state_id)]
+    assert len(self_attn_keys) == 3
+
+
+def csordas_param_count(d, f, layers, v_in_rows, v_out_rows, relative, universal):
+    """spec_000 §2.1: encoder layer 4d²+2df+f+5d, decoder layer 8d²+2df+f+7d, +d²+2d per relative self-attention,
+    embeddings (V_in+2)d + (V_out+1)d + output bias (V_out+1)."""
+    enc = 4 * d * d + 2 * d * f + f + d + 4 * d + (d * d + 2 * d if relative else 0)
+    dec = 8 * d * d + 2 * d * f + f + d + 6 * d + (d * d + 2 * d if relative else 0)
+    n = 1 if universal else layers
+    return n * (enc + dec) + v_in_rows * d + v_out_rows * d + v_out_rows
+
+
+# Table 5 (SCAN row block) and the formula with the authors' vocabularies: 13+2 input rows, 6+1 output rows.
+# A fairseq dictionary has 4 special symbols, so 11 + 4 = 15 and 3 + 4 = 7 rows reproduce the authors' sizes.
+@pytest.mark.parametrize(
+    "arch, table5",
+    [("compgen_transformer_scan", 992_000), ("uni_transformer_scan", 333_000),
+     ("rel_transformer_scan", 1_100_000), ("rel_uni_transformer_scan", 366_000)],
+)
+def test_parameter_counts_match_table5(arch, table5):
+    model = build(arch, src_words=11, tgt_words=3)
+    n = sum(p.numel() for p in model.parameters())
+    relative, universal = arch.startswith("rel"), "uni" in arch
+    assert n == csordas_param_count(128, 256, 3, 15, 7, relative, universal)
+    assert abs(n - table5) / table5 < 0.01, f"{arch}: {n} parameters vs Table 5's {table5}"
+
+
+def test_universal_has_one_layer_of_parameters():
+    uni, sep = build("rel_uni_transformer_scan"), build("rel_transformer_scan")
+    assert len(uni.encoder.stack.layers) == 1 and len(uni.decoder.stack.layers) == 1
+    assert len(sep.encoder.stack.layers) == 3
+    layer = sum(p.numel() for p in sep.encoder.stack.layers[0].parameters())
+    assert sum(p.numel() for p in uni.encoder.stack.parameters()) == layer
+
+
+@pytest.mark.parametrize(
+    "arch, size",
+    [("compgen_transformer_cfq", (128, 256, 16, 2)), ("rel_uni_transformer_cfq", (256, 512, 4, 6)),
+     ("uni_transformer_pcfg", (512, 2048, 8, 6)), ("rel_transformer_cogs", (512, 512, 8, 2)),
+     ("rel_uni_transformer_math", (512, 2048, 8, 6))],
+)
+def test_presets_follow_table4(arch, size):
+    model = build(arch)
+    a = model.encoder.args
+    assert (a.encoder_embed_dim, a.encoder_ffn_embed_dim, a.encoder_attention_heads, a.encoder_layers) == size
+    assert (a.decoder_embed_dim, a.decoder_ffn_embed_dim, a.decoder_attention_heads, a.decoder_layers) == size
+
+
+def test_command_line_overrides_preset():
+    model = build("rel_uni_transformer_pcfg", encoder_layers=2, embedding_scaling="teu")
+    assert model.encoder.args.encoder_layers == 2 and model.encoder.args.decoder_layers == 6
+
+
+def test_relative_models_have_no_absolute_positions():
+    model = build("rel_transformer")
+    assert model.encoder.embed.scaling is None
+    x = torch.tensor([[5, 5, 5]])
+    e = model.encoder.embed.eval()(x)
+    assert torch.allclose(e[0, 0], e[0, 2])  # same token, same embedding wherever it stands
+
+
+def test_share_all_embeddings_needs_joined_dictionary():
+    with pytest.raises(ValueError, match="joined dictionary"):
+        build("compgen_transformer", share_all_embeddings=True)
