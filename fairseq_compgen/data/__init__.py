@@ -1,0 +1,1 @@
+"""Data generation, reading and writing for compositional-generalization benchmarks."""

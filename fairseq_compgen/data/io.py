@@ -1,0 +1,74 @@
+"""Small I/O helpers shared by the data code: atomic writes and data errors.
+
+Used by the SCAN generator/reader (Lake & Baroni 2018, "Generalization without
+systematicity", ICML) and the exact-match scorer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class DataError(ValueError):
+    """A malformed line in a data file.
+
+    ``str(DataError(path, lineno, expected, line))`` reads
+    ``"<path>:<lineno>: <expected>; got: '<line truncated to 80 chars>'"``.
+    ``lineno`` is 1-based.
+    """
+
+    MAX_SHOWN = 80
+
+    def __init__(self, path: PathLike, lineno: int, expected: str, line: str | None = None):
+        self.path = os.fspath(path)
+        self.lineno = lineno
+        self.expected = expected
+        self.line = line
+        msg = f"{self.path}:{lineno}: {expected}"
+        if line is not None:
+            shown = line.rstrip("\r\n")
+            if len(shown) > self.MAX_SHOWN:
+                shown = shown[: self.MAX_SHOWN] + "..."
+            msg += f"; got: {shown!r}"
+        super().__init__(msg)
+
+
+def atomic_write_text(path: PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then ``os.replace``).
+
+    Parent folders are created. On any error the temp file is removed and
+    ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_lines(path: PathLike, lines: Iterable[str]) -> None:
+    """Write ``lines`` (without newlines) to ``path``, one per line, atomically.
+
+    A line containing a newline is refused (it would silently change the
+    number of examples).
+    """
+    out = []
+    for i, line in enumerate(lines):
+        if "\n" in line or "\r" in line:
+            raise ValueError(f"{os.fspath(path)}: line {i + 1} to write contains a newline: {line[:80]!r}")
+        out.append(line + "\n")
+    atomic_write_text(path, "".join(out))

@@ -1,0 +1,1 @@
+"""Scoring of fairseq-generate output (sequence-level exact match, per category)."""

@@ -1,0 +1,204 @@
+"""Sequence-level exact-match accuracy of fairseq-generate output, overall and per category.
+
+Exact match (the whole output sequence equals the reference) is the metric of
+SCAN, Lake & Baroni (2018), "Generalization without systematicity: On the
+compositional skills of sequence-to-sequence recurrent networks", ICML, and of
+the length-cutoff experiments of Csordás, Irie & Schmidhuber (2021), "The Devil
+is in the Detail: Simple Tricks Improve Systematic Generalization of
+Transformers", EMNLP.
+
+    python -m fairseq_compgen.scoring.exact_match GENERATE_LOG \
+        [--categories FILE] [--json OUT.json] [--expected-count N]
+
+GENERATE_LOG is what fairseq-generate prints (``-`` reads stdin): the
+``T-<id>\\t<reference>`` and ``H-<id>\\t<score>\\t<hypothesis>`` lines are used
+(the first H of an id when several beams were printed); other lines (S-, D-,
+P-, A-, logging, the "Generate test with beam=..." footer) are ignored.
+Every id with a reference must have a hypothesis and vice versa.  (fairseq
+prints an unknown reference token as ``<<unk>>`` and an unknown hypothesis
+token as ``<unk>``, so a reference with an unknown word never matches.)
+
+The categories file has one category per line; line k (0-based) is the
+category of example id k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+from fairseq_compgen.data.io import DataError, atomic_write_text
+
+Tokens = Union[str, Sequence[str]]
+
+_LINE_RE = re.compile(r"^([A-Z])-(\d+)\t(.*)$")
+
+
+class ScoringError(ValueError):
+    """The generate output cannot be scored (missing hypothesis/reference, count mismatch...)."""
+
+
+def _tokens(x: Tokens) -> List[str]:
+    return x.split() if isinstance(x, str) else list(x)
+
+
+def exact_match(hyp_tokens: Tokens, ref_tokens: Tokens) -> bool:
+    """True iff the hypothesis has exactly the reference's tokens, in order (same length).
+
+    Strings are split on whitespace; sequences are compared as they are.
+    """
+    return _tokens(hyp_tokens) == _tokens(ref_tokens)
+
+
+def parse_generate_output(lines: Iterable[str], source: str = "<generate output>"):
+    """Returns ``(refs, hyps)``: dicts id -> token list, from T- and (first) H- lines."""
+    refs: Dict[int, List[str]] = {}
+    hyps: Dict[int, List[str]] = {}
+    ref_line: Dict[int, int] = {}
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\n").rstrip("\r")
+        m = _LINE_RE.match(line)
+        if m is None:
+            continue
+        kind, idx, rest = m.group(1), int(m.group(2)), m.group(3)
+        if kind == "T":
+            if idx in refs:
+                raise DataError(
+                    source, lineno,
+                    f"one T- line per id, but id {idx} already had one at line {ref_line[idx]} "
+                    "(several generate logs concatenated?)",
+                    line,
+                )
+            refs[idx] = rest.split()
+            ref_line[idx] = lineno
+        elif kind == "H":
+            score, sep, hyp = rest.partition("\t")
+            try:
+                float(score)
+            except ValueError:
+                raise DataError(source, lineno, "expected 'H-<id>\\t<score>\\t<hypothesis>'", line) from None
+            if idx not in hyps:  # nbest > 1: the first one is the best
+                hyps[idx] = hyp.split()
+    return refs, hyps
+
+
+def read_categories(path) -> List[str]:
+    """One category per line (trailing empty lines allowed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"categories file (one category per example id) not found: {path}")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    cats = []
+    for lineno, line in enumerate(lines, start=1):
+        cat = line.strip()
+        if not cat:
+            raise DataError(path, lineno, "expected a category name (one per line, aligned with example ids)", line)
+        cats.append(cat)
+    return cats
+
+
+def score_generate_output(
+    lines: Iterable[str],
+    categories: Optional[Sequence[str]] = None,
+    expected_count: Optional[int] = None,
+    source: str = "<generate output>",
+) -> dict:
+    """Exact-match accuracy of fairseq-generate output.
+
+    Returns ``{"n", "correct", "accuracy", "per_category": {cat: {"n", "correct", "accuracy"}}}``
+    (``per_category`` is empty without categories).  Raises ScoringError
+    naming the ids when a reference has no hypothesis or the reverse, when the
+    count differs from ``expected_count``, or when the categories do not line
+    up with the ids.
+    """
+    refs, hyps = parse_generate_output(lines, source=source)
+    no_hyp = sorted(set(refs) - set(hyps))
+    no_ref = sorted(set(hyps) - set(refs))
+    if no_hyp:
+        raise ScoringError(f"{source}: {len(no_hyp)} id(s) with a reference (T-) but no hypothesis (H-): {_ids(no_hyp)}")
+    if no_ref:
+        raise ScoringError(f"{source}: {len(no_ref)} id(s) with a hypothesis (H-) but no reference (T-): {_ids(no_ref)}")
+    n = len(refs)
+    if n == 0:
+        raise ScoringError(f"{source}: no T-/H- lines found (was fairseq-generate run with --quiet?)")
+    if expected_count is not None and n != expected_count:
+        raise ScoringError(f"{source}: {n} examples scored, expected {expected_count}")
+    if categories is not None:
+        if len(categories) != n:
+            raise ScoringError(f"{source}: {n} examples scored but {len(categories)} categories given")
+        outside = [i for i in refs if i >= len(categories)]
+        if outside:
+            raise ScoringError(f"{source}: id(s) without a category (ids must be 0..{len(categories) - 1}): {_ids(sorted(outside))}")
+
+    correct = 0
+    per_cat: Dict[str, Dict[str, int]] = {}
+    for idx in sorted(refs):
+        ok = exact_match(hyps[idx], refs[idx])
+        correct += ok
+        if categories is not None:
+            c = per_cat.setdefault(categories[idx], {"n": 0, "correct": 0})
+            c["n"] += 1
+            c["correct"] += ok
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n,
+        "per_category": {
+            cat: {"n": c["n"], "correct": c["correct"], "accuracy": c["correct"] / c["n"]}
+            for cat, c in sorted(per_cat.items())
+        },
+    }
+
+
+def _ids(ids: List[int], limit: int = 20) -> str:
+    shown = ", ".join(str(i) for i in ids[:limit])
+    return shown + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def format_table(result: dict) -> str:
+    rows = [(cat, c["n"], c["correct"], c["accuracy"]) for cat, c in result["per_category"].items()]
+    rows.append(("overall", result["n"], result["correct"], result["accuracy"]))
+    width = max(len("category"), *(len(r[0]) for r in rows))
+    out = [f"{'category':<{width}} | {'n':>7} | {'correct':>7} | {'accuracy':>8}"]
+    out.append("-" * len(out[0]))
+    for cat, n, c, acc in rows:
+        out.append(f"{cat:<{width}} | {n:>7} | {c:>7} | {100 * acc:>7.2f}%")
+    return "\n".join(out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+    p = argparse.ArgumentParser(description="Exact-match accuracy of fairseq-generate output.")
+    p.add_argument("generate_log", help="fairseq-generate output (e.g. generate-test.txt); '-' for stdin")
+    p.add_argument("--categories", help="one category per line, line k = category of id k")
+    p.add_argument("--json", dest="json_out", help="write the result as JSON here (atomically)")
+    p.add_argument("--expected-count", type=int, help="fail unless exactly this many examples are scored")
+    args = p.parse_args(argv)
+
+    categories = read_categories(args.categories) if args.categories else None
+    if args.generate_log == "-":
+        result = score_generate_output(sys.stdin, categories, args.expected_count, source="<stdin>")
+    else:
+        path = Path(args.generate_log)
+        if not path.is_file():
+            raise FileNotFoundError(f"fairseq-generate output not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            result = score_generate_output(f, categories, args.expected_count, source=str(path))
+    print(format_table(result))
+    if args.json_out:
+        atomic_write_text(args.json_out, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (ScoringError, DataError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
