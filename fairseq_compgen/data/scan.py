@@ -44,15 +44,14 @@ brendenlake/SCAN repository) or downloaded from GitHub.
 
 from __future__ import annotations
 
-import os
 import re
-import urllib.error
-import urllib.request
+import urllib.request  # noqa: F401  (tests replace urllib.request.urlopen through this module)
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fairseq_compgen.data import download as _download
 from fairseq_compgen.data.io import DataError
 
 Pair = Tuple[str, str]
@@ -275,37 +274,18 @@ SCAN_RAW_URL = "https://raw.githubusercontent.com/brendenlake/SCAN/master/"
 
 def default_cache_dir() -> Path:
     """Where downloaded official files go: $FAIRSEQ_COMPGEN_CACHE/scan or ~/.cache/fairseq_compgen/scan."""
-    root = os.environ.get("FAIRSEQ_COMPGEN_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "fairseq_compgen"
-    return base / "scan"
+    return _download.default_cache_dir("scan")
 
 
 def download_official_file(rel_path: str, cache_dir: Path, timeout: float = 60.0) -> Path:
     """Download ``SCAN_RAW_URL + rel_path`` into ``cache_dir/rel_path`` (temp name, then rename)."""
-    dest = Path(cache_dir) / rel_path
-    if dest.is_file():
-        return dest
-    url = SCAN_RAW_URL + rel_path
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as f:
-            while True:
-                chunk = resp.read(1 << 16)
-                if not chunk:
-                    break
-                f.write(chunk)
-        os.replace(tmp, dest)
-    except (urllib.error.URLError, OSError) as e:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise RuntimeError(
-            f"could not download {url} ({e}); if there is no network, pass --scan-dir "
-            f"(scan_dir=...) pointing to a local copy of https://github.com/brendenlake/SCAN"
-        ) from e
-    return dest
+    return _download.download_url(
+        SCAN_RAW_URL + rel_path,
+        Path(cache_dir) / rel_path,
+        hint="if there is no network, pass --scan-dir (scan_dir=...) pointing to a local copy of "
+        "https://github.com/brendenlake/SCAN",
+        timeout=timeout,
+    )
 
 
 def read_official_split(name: str, scan_dir=None, cache_dir=None) -> Dict[str, List[Pair]]:

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Prepare COGS as fairseq text and binary data.
+
+COGS: Kim & Linzen (2020), "COGS: A Compositional Generalization Challenge
+Based on Semantic Interpretation", EMNLP.  As in Csordás, Irie & Schmidhuber
+(2021), train on train.tsv, IID validation on dev.tsv, generalization on gen.tsv
+(add --joined-dictionary for their shared vocabulary).
+
+    python data-prep/cogs.py --out data/cogs [--cogs-dir DIR] [--train train_100] \
+        [--joined-dictionary] [--no-binarize] [--no-count-check]
+
+Writes ``OUT/<name>/{train,valid,test,gen}.{src,tgt}`` (``<name>`` is
+``default`` for train.tsv, ``train_100`` for train_100.tsv) and ``gen.cat``
+(the generalization category of every gen line), then fairseq binaries in
+``OUT/<name>/bin/`` with ``bin/gen.cat`` beside them, so that
+
+    python -m fairseq_compgen.scoring.exact_match GEN_LOG --categories OUT/default/bin/gen.cat
+
+reports the accuracy of each of the 21 categories.  The dictionaries are
+counted over every subset by default (``--dict-from all``): gen's logical forms
+use 40 variable indices (``x _ 19`` ... ``x _ 58``) never seen in train, and
+Table 10's vocabulary of 871 words is exactly train's 831 plus those 40;
+``--dict-from train`` gives fairseq's train-only dictionaries (gen references
+with ``<unk>`` can then never match).  Counts are checked against
+spec_000 Table 10 (24,155 / 3,000 / 21,000; test 3,000).  Without --cogs-dir
+the files are downloaded from https://github.com/najoungkim/COGS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fairseq_compgen.data import cogs
+from fairseq_compgen.data.binarize import CountMismatch, add_common_args, prepare_split
+
+
+def split_name(train: str) -> str:
+    return "default" if train == "train" else train
+
+
+def prepare(args: argparse.Namespace) -> Dict[str, dict]:
+    data = cogs.load(train=args.train, cogs_dir=args.cogs_dir)
+    cats = [c for _, _, c in data["gen"]]
+    n_cats = len(set(cats))
+
+    def check_categories(counts):
+        if n_cats != cogs.N_GEN_CATEGORIES:
+            msg = f"COGS gen: {n_cats} categories, expected {cogs.N_GEN_CATEGORIES}"
+            if not args.no_count_check:
+                raise CountMismatch(msg + " (--no-count-check accepts it)")
+            print(f"warning: {msg}", file=sys.stderr)
+
+    summary = prepare_split(
+        f"COGS ({args.train}.tsv)",
+        args.out / split_name(args.train),
+        {subset: [(s, t) for s, t, _ in ex] for subset, ex in data.items()},
+        joined=args.joined_dictionary,
+        binarize_data=not args.no_binarize,
+        expected=cogs.expected_counts(args.train),
+        strict_counts=not args.no_count_check,
+        extra_files={"gen.cat": cats},
+        extra_check=check_categories,
+        workers=args.workers,
+        dict_from=args.dict_from,
+    )
+    print(f"gen categories: {n_cats} (gen.cat{' and bin/gen.cat' if not args.no_binarize else ''})")
+    return summary
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, help="output folder (data/cogs); data goes to OUT/<name>/")
+    p.add_argument(
+        "--cogs-dir", type=Path, default=None,
+        help="local copy of COGS data/ (train.tsv, dev.tsv, test.tsv, gen.tsv[, train_100.tsv]); default: download",
+    )
+    p.add_argument("--train", choices=cogs.TRAIN_FILES, default="train", help="training file (default train)")
+    add_common_args(p, dict_from="all")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, dict]:
+    return prepare(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+#!/usr/bin/env python
+"""Prepare PCFG SET splits as fairseq text and binary data.
+
+PCFG SET: Hupkes, Dankers, Mul & Bruni (2020), "Compositionality Decomposed:
+How do Neural Networks Generalise?", JAIR.  Productivity and systematicity
+splits as in Csordás, Irie & Schmidhuber (2021) (add --joined-dictionary for
+their shared vocabulary); ``pcfgset`` is the IID basis corpus.
+
+    python data-prep/pcfg.py --split productivity --out data/pcfg [--pcfg-dir DIR] \
+        [--joined-dictionary] [--no-binarize] [--no-count-check] [--no-validate]
+
+Reads ``<split>/{train,test}.{src,tgt}`` (pcfgset: train/dev/test) from
+``--pcfg-dir`` (layout of am-i-compositional's data/pcfgset/) or downloads
+them; every target is checked against the PCFG SET interpreter
+(fairseq_compgen/data/pcfg.py), a mismatch stops with file:line.  Writes
+``OUT/<split>/{train,test}.{src,tgt}`` and binaries in ``OUT/<split>/bin/``.
+Counts are checked against spec_000 Table 10 (productivity 81,010 / 11,333;
+systematicity 82,168 / 10,175).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fairseq_compgen.data import pcfg
+from fairseq_compgen.data.binarize import add_common_args, prepare_split
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--split", action="append", required=True, choices=sorted(pcfg.SPLITS), help="split (repeatable)")
+    p.add_argument("--out", required=True, type=Path, help="output folder (data/pcfg); a split goes to OUT/<split>/")
+    p.add_argument("--pcfg-dir", type=Path, default=None, help="local copy of data/pcfgset/; default: download")
+    p.add_argument("--no-validate", action="store_true", help="do not check targets with the interpreter")
+    add_common_args(p)
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, dict]]:
+    args = parse_args(argv)
+    results = {}
+    for split in dict.fromkeys(args.split):
+        data = pcfg.load(split, pcfg_dir=args.pcfg_dir, validate=not args.no_validate)
+        results[split] = prepare_split(
+            f"PCFG SET split {split}" + ("" if args.no_validate else " (targets checked by the interpreter)"),
+            args.out / split,
+            data,
+            joined=args.joined_dictionary,
+            binarize_data=not args.no_binarize,
+            expected=pcfg.EXPECTED.get(split),
+            strict_counts=not args.no_count_check,
+            workers=args.workers,
+            dict_from=args.dict_from,
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""CFQ: streaming the official release, the standard preprocessing, and the splits.
+
+    Daniel Keysers et al. 2020. "Measuring Compositional Generalization: A
+    Comprehensive Method on Realistic Data". ICLR 2020.
+    https://github.com/google-research/google-research/tree/master/cfq
+
+The release ``cfq1.1.tar.gz`` holds ``cfq/dataset.json`` (a JSON list of about
+240k records, about 2 GB) and ``cfq/splits/<split>.json`` (``{"trainIdxs": [...],
+"devIdxs": [...], "testIdxs": [...]}``, indices into the list).  Source =
+``questionPatternModEntities``, target = ``sparqlPatternModEntities``, with the
+preprocessing of google-research ``cfq/preprocess.py`` (reimplemented exactly,
+see :func:`tokenize_punctuation` and :func:`preprocess_sparql`):
+
+* question: every ``string.punctuation`` character becomes a separate token
+  (surrounded by spaces), then whitespace is collapsed;
+* query: ``count(*)`` -> ``count ( * )``; then for every whitespace-separated
+  token, a leading ``ns:`` is dropped and a leading ``m.`` becomes ``m_``
+  (only at the start of a token: ``a/ns:b`` keeps its inner ``ns:``); tokens
+  joined by single spaces, and a literal backslash-n replaced by a space.
+
+Subsets: ``train`` (trainIdxs), ``valid`` (devIdxs: the dev set drawn from the
+generalization distribution) and ``test`` (testIdxs).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import string
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from fairseq_compgen.data import download
+from fairseq_compgen.data.io import DataError
+
+CFQ_URL = "https://storage.googleapis.com/cfq_dataset/cfq1.1.tar.gz"
+HINT = (
+    "if there is no network, pass --cfq-tarball (a local cfq1.1.tar.gz), --cfq-dir (its extracted cfq/ folder) "
+    "or --preprocessed-dir"
+)
+# our split name -> file stem in splits/
+SPLIT_FILES = {
+    "mcd1": "mcd1",
+    "mcd2": "mcd2",
+    "mcd3": "mcd3",
+    "query_complexity": "query_complexity_split",
+}
+SPLIT_KEYS = {"train": "trainIdxs", "valid": "devIdxs", "test": "testIdxs"}
+PREPROCESSED_FILES = {"train": "train", "valid": "dev", "test": "test"}  # <stem>.question.txt / .query.txt
+QUESTION_FIELD = "questionPatternModEntities"
+QUERY_FIELD = "sparqlPatternModEntities"
+
+# spec_000 Table 10 (gen. test and gen. valid. are equal for CFQ, so their order does not matter)
+EXPECTED = {
+    "mcd1": {"train": 95743, "valid": 11968, "test": 11968},
+    "mcd2": {"train": 95743, "valid": 11968, "test": 11968},
+    "mcd3": {"train": 95743, "valid": 11968, "test": 11968},
+    "query_complexity": {"train": 100654, "valid": 9512, "test": 9512},
+}
+
+Pair = Tuple[str, str]
+
+
+# ---------------------------------------------------------------------------
+# Preprocessing (google-research cfq/preprocess.py)
+# ---------------------------------------------------------------------------
+
+
+def tokenize_punctuation(text: str) -> str:
+    """``' '.join(''.join(' %s ' % c if c in string.punctuation else c for c in text).split())``."""
+    return " ".join("".join(f" {c} " if c in string.punctuation else c for c in text).split())
+
+
+def preprocess_sparql(query: str) -> str:
+    """The SPARQL preprocessing of google-research cfq/preprocess.py (see the module docstring)."""
+    query = query.replace("count(*)", "count ( * )")
+    tokens = []
+    for token in query.split():
+        if token.startswith("ns:"):
+            token = token[3:]
+        if token.startswith("m."):
+            token = "m_" + token[2:]
+        tokens.append(token)
+    return " ".join(tokens).replace("\\n", " ")
+
+
+def preprocess_record(record: dict) -> Pair:
+    return tokenize_punctuation(record[QUESTION_FIELD]), preprocess_sparql(record[QUERY_FIELD])
+
+
+# ---------------------------------------------------------------------------
+# Streaming dataset.json
+# ---------------------------------------------------------------------------
+
+
+def iter_json_list(stream: BinaryIO, name: str = "dataset.json", chunk_chars: int = 1 << 20,
+                   progress_every: int = 0) -> Iterator[dict]:
+    """Yield the elements of a top-level JSON list, reading ``stream`` incrementally.
+
+    Uses ``json.JSONDecoder.raw_decode`` on a growing text buffer: memory holds
+    one chunk plus the element being decoded, never the whole file.
+    ``progress_every`` > 0 prints a line to stderr every that many elements.
+    Raises ValueError naming ``name`` and the element number on malformed JSON.
+    """
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    decoder = json.JSONDecoder()
+    buf = ""
+    pos = 0
+    eof = False
+    n = 0
+    t0 = time.monotonic()
+
+    def fill() -> bool:
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        chunk = ""
+        while not chunk:  # a chunk may end inside a multi-byte character and decode to nothing
+            data = stream.read(chunk_chars)
+            chunk = utf8.decode(data, final=not data)
+            if not data:
+                break
+        if not chunk:
+            eof = True
+            return False
+        buf = buf[pos:] + chunk
+        pos = 0
+        return True
+
+    def skip_ws() -> None:
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                pos += 1
+            if pos < len(buf) or not fill():
+                return
+
+    skip_ws()
+    if pos >= len(buf) or buf[pos] != "[":
+        raise ValueError(f"{name}: expected a JSON list ('[' at the start)")
+    pos += 1
+    skip_ws()
+    if pos < len(buf) and buf[pos] == "]":
+        return
+    while True:
+        skip_ws()
+        while True:
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+                # a number or literal cut at the chunk end would decode short: make sure a delimiter follows
+                if end >= len(buf) and not eof:
+                    raise json.JSONDecodeError("need more data", buf, end)
+                break
+            except json.JSONDecodeError as e:
+                if not fill():
+                    raise ValueError(f"{name}: malformed or truncated JSON in element {n} ({e.msg})") from None
+        yield obj
+        n += 1
+        if progress_every and n % progress_every == 0:
+            print(f"  {name}: {n} records read ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+        pos = end
+        skip_ws()
+        if pos >= len(buf):
+            raise ValueError(f"{name}: truncated after element {n} (no closing ']')")
+        if buf[pos] == ",":
+            pos += 1
+        elif buf[pos] == "]":
+            return
+        else:
+            raise ValueError(f"{name}: expected ',' or ']' after element {n}, got {buf[pos]!r}")
+
+
+def _read_split_file(data: bytes, name: str) -> Dict[str, List[int]]:
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{name}: not valid JSON ({e})") from None
+    out = {}
+    for subset, key in SPLIT_KEYS.items():
+        if key not in obj:
+            raise ValueError(f"{name}: no {key!r} list")
+        idxs = obj[key]
+        if not isinstance(idxs, list) or not all(isinstance(i, int) and i >= 0 for i in idxs):
+            raise ValueError(f"{name}: {key!r} must be a list of non-negative integers")
+        out[subset] = idxs
+    return out
+
+
+def _apply_split(records: List[Pair], idxs: Dict[str, List[int]], name: str) -> Dict[str, List[Pair]]:
+    out = {}
+    for subset, lst in idxs.items():
+        for k, i in enumerate(lst):
+            if i >= len(records):
+                raise IndexError(
+                    f"{name}: {SPLIT_KEYS[subset]}[{k}] = {i} points past the dataset "
+                    f"(dataset.json has {len(records)} records): split file and dataset.json do not match"
+                )
+        out[subset] = [records[i] for i in lst]
+    return out
+
+
+def _members(names: Sequence[str]) -> Dict[str, str]:
+    """Tar member suffix -> our key: 'dataset.json' and 'splits/<stem>.json'."""
+    want = {"dataset.json": "dataset"}
+    for split in names:
+        want[f"splits/{SPLIT_FILES[split]}.json"] = split
+    return want
+
+
+def _member_key(member_name: str, want: Dict[str, str]) -> Optional[str]:
+    parts = member_name.split("/")
+    for k in (1, 2):  # 'cfq/dataset.json', 'cfq/splits/mcd1.json' (or without the top folder)
+        if len(parts) >= k and "/".join(parts[-k:]) in want and len(parts) <= k + 1:
+            return want["/".join(parts[-k:])]
+    return None
+
+
+def load_from_tarball(tarball: Path, splits: Sequence[str], progress_every: int = 20000) -> Dict[str, Dict[str, List[Pair]]]:
+    """Read ``splits`` from ``cfq1.1.tar.gz`` in one streaming pass ('r|gz': nothing is unpacked to disk).
+
+    Returns split -> subset -> preprocessed (question, query) pairs.
+    """
+    for s in splits:
+        if s not in SPLIT_FILES:
+            raise ValueError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
+    want = _members(splits)
+    records: Optional[List[Pair]] = None
+    split_idxs: Dict[str, Dict[str, List[int]]] = {}
+    with tarfile.open(tarball, mode="r|gz") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            key = _member_key(member.name, want)
+            if key is None:
+                continue
+            f = tar.extractfile(member)
+            if key == "dataset":
+                print(f"  reading {member.name} from {tarball} (streamed)", file=sys.stderr, flush=True)
+                records = [preprocess_record(r) for r in iter_json_list(f, member.name, progress_every=progress_every)]
+            else:
+                split_idxs[key] = _read_split_file(f.read(), f"{tarball}:{member.name}")
+    if records is None:
+        raise FileNotFoundError(f"{tarball}: no dataset.json member (is it cfq1.1.tar.gz?)")
+    missing = [s for s in splits if s not in split_idxs]
+    if missing:
+        raise FileNotFoundError(
+            f"{tarball}: no split file for {missing} (expected members "
+            + ", ".join(f"cfq/splits/{SPLIT_FILES[s]}.json" for s in missing) + ")"
+        )
+    return {s: _apply_split(records, split_idxs[s], f"{tarball}:splits/{SPLIT_FILES[s]}.json") for s in splits}
+
+
+def load_from_dir(cfq_dir: Path, splits: Sequence[str], progress_every: int = 20000) -> Dict[str, Dict[str, List[Pair]]]:
+    """The same from an extracted release folder (``dataset.json`` and ``splits/``)."""
+    cfq_dir = Path(cfq_dir)
+    split_idxs = {}
+    for s in splits:
+        if s not in SPLIT_FILES:
+            raise ValueError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
+        path = cfq_dir / "splits" / f"{SPLIT_FILES[s]}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"CFQ split file not found: {path}")
+        split_idxs[s] = _read_split_file(path.read_bytes(), str(path))
+    path = cfq_dir / "dataset.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"CFQ dataset file not found: {path}")
+    with open(path, "rb") as f:
+        records = [preprocess_record(r) for r in iter_json_list(f, str(path), progress_every=progress_every)]
+    return {s: _apply_split(records, split_idxs[s], str(cfq_dir / "splits" / f"{SPLIT_FILES[s]}.json")) for s in splits}
+
+
+def download_tarball(cache_dir: Optional[Path] = None) -> Path:
+    return download.fetch(CFQ_URL, "cfq", "cfq1.1.tar.gz", cache_dir=cache_dir, hint=HINT, progress=True)
+
+
+# ---------------------------------------------------------------------------
+# Already-preprocessed pair files
+# ---------------------------------------------------------------------------
+
+
+def _read_lines(path: Path) -> List[str]:
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def load_preprocessed(folder: Path) -> Dict[str, List[Pair]]:
+    """``{train,dev,test}.question.txt`` / ``.query.txt`` (already preprocessed) -> subset -> pairs.
+
+    The question and query files of a subset must have the same number of
+    lines, and no line may be empty (DataError naming file:line).
+    """
+    folder = Path(folder)
+    out = {}
+    for subset, stem in PREPROCESSED_FILES.items():
+        paths = [folder / f"{stem}.question.txt", folder / f"{stem}.query.txt"]
+        for p in paths:
+            if not p.is_file():
+                raise FileNotFoundError(f"CFQ preprocessed {subset} file not found: {p}")
+        qs, ys = _read_lines(paths[0]), _read_lines(paths[1])
+        if len(qs) != len(ys):
+            shorter = paths[0] if len(qs) < len(ys) else paths[1]
+            raise DataError(
+                shorter, min(len(qs), len(ys)) + 1,
+                f"expected as many lines as its pair file ({len(qs)} questions, {len(ys)} queries)",
+            )
+        for path, lines in zip(paths, (qs, ys)):
+            for lineno, line in enumerate(lines, start=1):
+                if not line.strip():
+                    raise DataError(path, lineno, "expected a non-empty line", line)
+        out[subset] = list(zip(qs, ys))
+    return out

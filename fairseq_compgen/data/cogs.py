@@ -1,0 +1,92 @@
+"""COGS: reading the official TSV files.
+
+    Najoung Kim and Tal Linzen. 2020. "COGS: A Compositional Generalization
+    Challenge Based on Semantic Interpretation". EMNLP 2020.
+    https://github.com/najoungkim/COGS
+
+Each line of ``{train,train_100,dev,test,gen}.tsv`` is
+``<sentence>\\t<logical form>\\t<category>``; both sides are already
+space-tokenized.  Subsets: ``train`` (or ``train_100``), ``valid`` (dev.tsv, IID),
+``test`` (test.tsv, IID) and ``gen`` (gen.tsv, 21 generalization categories ×
+1,000).  The category of every gen example is kept (``gen.cat``) for
+per-category accuracy; ``gen_cases_to_paper_sections.json`` maps them to the
+paper's sections.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from fairseq_compgen.data import download
+from fairseq_compgen.data.io import DataError
+
+COGS_RAW_URL = "https://raw.githubusercontent.com/najoungkim/COGS/main/data/"
+TRAIN_FILES = ("train", "train_100")
+# our subset -> official file stem (the train file is chosen by ``train=``)
+SUBSET_FILES = {"valid": "dev", "test": "test", "gen": "gen"}
+
+# spec_000 Table 10 (COGS: 24,155 train / 3,000 IID valid / 21,000 gen); test.tsv has 3,000 lines
+EXPECTED = {"train": 24155, "valid": 3000, "test": 3000, "gen": 21000}
+N_GEN_CATEGORIES = 21
+
+Example = Tuple[str, str, str]  # sentence, logical form, category
+
+HINT = "if there is no network, pass --cogs-dir pointing to a local copy of the COGS data/ folder"
+
+
+def read_tsv(path, what: str = "COGS data") -> List[Example]:
+    """(sentence, logical form, category) triples of a COGS TSV file.
+
+    Every line must have exactly 3 tab-separated non-empty fields (a trailing
+    empty line is allowed); otherwise :class:`DataError` names the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what}: file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    out = []
+    for lineno, line in enumerate(lines, start=1):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) != 3:
+            raise DataError(
+                path, lineno, f"expected 3 tab-separated fields (sentence, logical form, category), got {len(fields)}",
+                line,
+            )
+        src, tgt, cat = (" ".join(x.split()) for x in fields)
+        if not src or not tgt or not cat:
+            raise DataError(path, lineno, "expected non-empty sentence, logical form and category", line)
+        out.append((src, tgt, cat))
+    return out
+
+
+def _path(stem: str, cogs_dir: Optional[Path], cache_dir: Optional[Path]) -> Path:
+    name = f"{stem}.tsv"
+    if cogs_dir is not None:
+        path = Path(cogs_dir) / name
+        if not path.is_file():
+            raise FileNotFoundError(f"COGS {stem} file not found: {path} (--cogs-dir must hold the files of COGS data/)")
+        return path
+    return download.fetch(COGS_RAW_URL + name, "cogs", name, cache_dir=cache_dir, hint=HINT)
+
+
+def load(train: str = "train", cogs_dir: Optional[Path] = None, cache_dir: Optional[Path] = None) -> Dict[str, List[Example]]:
+    """Subset (train, valid, test, gen) -> examples, from ``cogs_dir`` or downloaded."""
+    if train not in TRAIN_FILES:
+        raise ValueError(f"unknown COGS training file {train!r}; known: {TRAIN_FILES}")
+    stems = {"train": train, **SUBSET_FILES}
+    return {
+        subset: read_tsv(_path(stem, cogs_dir, cache_dir), what=f"COGS {subset} ({stem}.tsv)")
+        for subset, stem in stems.items()
+    }
+
+
+def expected_counts(train: str = "train") -> Dict[str, int]:
+    """Published counts for the subsets (train_100's training size is not in Table 10)."""
+    exp = dict(EXPECTED)
+    if train != "train":
+        del exp["train"]
+    return exp
