@@ -56,6 +56,7 @@ def base_architecture(args):
         universal=False, normalize_before=False, attention_bias=False,
         share_decoder_input_output_embed=True, share_all_embeddings=False,
         max_source_positions=1024, max_target_positions=1024,
+        self_attn_type="attention", rel_span=4, encoder_sag_init=None, decoder_sag_init=None,  # archs_chaabouni.py
     ).items():
         _default(args, name, value)
 

@@ -5,6 +5,9 @@ Options of this module (see `--help` for all flags):
 
 * absolute sinusoidal positions and embedding scaling teu / none / ped   (Csordás et al. 2021, §3.3)
 * position scoring in self-attention (`--self-attn-pos`): none, txl       (Csordás et al. 2021, §3.1, App. C)
+* position scoring t5 / fixed_span (`--rel-span`)                          (Chaabouni et al. 2021, §3, Eq. 3)
+* self-attention replaced by a convolution (`--self-attn-type conv`)       (Chaabouni et al. 2021, §3)
+* self-attention gate (`--encoder-sag-init`, `--decoder-sag-init`)        (Chaabouni et al. 2021, Alg. 1)
 * Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
 * post-LN (the authors' code) or pre-LN (`--normalize-before`)
 * tied output embedding with a learned output bias                        (Csordás et al. 2021, spec_000 §2.1)
@@ -22,10 +25,12 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from torch import Tensor
 
 from fairseq_compgen.modules.attention import MultiheadAttention
+from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
 from fairseq_compgen.modules.layer_stack import LayerStack
 from fairseq_compgen.modules.layers import DecoderLayer, EncoderLayer
 from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
 from fairseq_compgen.modules.positions import EMBEDDING_SCALINGS, TokenEmbedding
+from fairseq_compgen.modules.self_attention_gate import build_gate
 
 EncoderOut = Dict[str, List[Tensor]]
 
@@ -40,7 +45,14 @@ def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
     return TokenEmbedding(len(dictionary), dim, dictionary.pad(), args.embedding_scaling if absolute else None, dropout)
 
 
-def _self_attention(args, dim: int, heads: int, causal: bool) -> MultiheadAttention:
+def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
+    if args.self_attn_type == "conv":
+        if args.self_attn_pos not in (None, "none"):
+            raise ValueError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
+                             f"(got {args.self_attn_pos!r})")
+        return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
+    if args.self_attn_type != "attention":
+        raise ValueError(f"--self-attn-type must be attention or conv, got {args.self_attn_type!r}")
     scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, args=args)
     return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
 
@@ -55,7 +67,7 @@ class CompgenEncoder(FairseqEncoder):
         def make_layer():
             attn = _self_attention(args, dim, args.encoder_attention_heads, causal=False)
             return EncoderLayer(dim, args.encoder_ffn_embed_dim, attn, args.dropout, args.activation_dropout,
-                                _bool(args.normalize_before))
+                                _bool(args.normalize_before), gate=build_gate(args.encoder_sag_init))
 
         self.stack = LayerStack(make_layer, args.encoder_layers, _bool(args.universal))
         self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
@@ -88,7 +100,8 @@ class CompgenDecoder(FairseqIncrementalDecoder):
             cross = MultiheadAttention(dim, args.decoder_attention_heads, args.attention_dropout,
                                        bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
             return DecoderLayer(dim, args.decoder_ffn_embed_dim, self_attn, cross, args.dropout,
-                                args.activation_dropout, _bool(args.normalize_before))
+                                args.activation_dropout, _bool(args.normalize_before),
+                                gate=build_gate(args.decoder_sag_init))
 
         self.stack = LayerStack(make_layer, args.decoder_layers, _bool(args.universal))
         self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
@@ -155,7 +168,22 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
                "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3")
         a("--self-attn-pos", choices=["none"] + sorted(SCORERS),
           help="position scoring in every self-attention: none, or txl = Transformer-XL relative attention "
-               "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1)")
+               "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1), "
+               "t5 = a learned bias per head and layer on the logits, indexed by the key-minus-query distance "
+               "clipped to [-s, s], s = --rel-span, fixed_span = no attention beyond distance s "
+               "(Chaabouni et al. 2021 §3, Eq. 3)")
+        a("--rel-span", type=int, metavar="S",
+          help="span s of --self-attn-pos t5 / fixed_span and of --self-attn-type conv (kernel 2s+1 in the "
+               "encoder, causal kernel s+1 in the decoder); an integer >= 1 (Chaabouni et al. 2021: 2, 4 or 6)")
+        a("--self-attn-type", choices=["attention", "conv"],
+          help="attention: multi-head self-attention; conv: self-attention replaced by a lightweight convolution "
+               "over the value projection, one softmax-normalised kernel per head over the span "
+               "(Chaabouni et al. 2021 §3 'Convolution as self-attention'; see modules/conv_self_attention.py)")
+        for side in ("encoder", "decoder"):
+            a(f"--{side}-sag-init", type=float, metavar="BETA0",
+              help=f"self-attention gate in every {side} layer: the self-attention output is multiplied by "
+                   f"sigmoid(beta), beta a learned scalar per layer initialised to BETA0 (Chaabouni et al. 2021, "
+                   f"Algorithm 1); absent: no gate")
         a("--universal", type=_bool, metavar="BOOL",
           help="Universal Transformer: one encoder layer and one decoder layer applied --*-layers times")
         a("--normalize-before", type=_bool, metavar="BOOL", help="pre-LN layers (default: post-LN)")

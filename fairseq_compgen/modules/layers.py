@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.self_attention_gate import gated
 
 
 class FeedForward(nn.Module):
@@ -44,23 +45,27 @@ class Sublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, dim, ffn_dim, self_attn: MultiheadAttention, dropout, activation_dropout, normalize_before):
+    def __init__(self, dim, ffn_dim, self_attn: MultiheadAttention, dropout, activation_dropout, normalize_before,
+                 gate: Optional[nn.Module] = None):
         super().__init__()
         self.self_attn = self_attn
+        self.gate = gate  # optional self-attention gate on the self-attention output (self_attention_gate.py)
         self.ffn = FeedForward(dim, ffn_dim, activation_dropout)
         self.attn_block = Sublayer(dim, dropout, normalize_before)
         self.ffn_block = Sublayer(dim, dropout, normalize_before)
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor], depth: int = 0) -> Tensor:
         """x [B, S, C]; padding_mask [B, S] (True at pads) -> [B, S, C]"""
-        x = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=padding_mask, depth=depth))
+        x = self.attn_block(x, lambda h: gated(self.gate, self.self_attn(h, key_padding_mask=padding_mask, depth=depth)))
         return self.ffn_block(x, self.ffn)
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, dim, ffn_dim, self_attn, cross_attn, dropout, activation_dropout, normalize_before):
+    def __init__(self, dim, ffn_dim, self_attn, cross_attn, dropout, activation_dropout, normalize_before,
+                 gate: Optional[nn.Module] = None):
         super().__init__()
         self.self_attn, self.cross_attn = self_attn, cross_attn
+        self.gate = gate  # optional self-attention gate on the self-attention output (self_attention_gate.py)
         self.ffn = FeedForward(dim, ffn_dim, activation_dropout)
         self.self_block = Sublayer(dim, dropout, normalize_before)
         self.cross_block = Sublayer(dim, dropout, normalize_before)
@@ -76,7 +81,7 @@ class DecoderLayer(nn.Module):
     ) -> Tensor:
         """x [B, T, C]; encoder_out [B, S, C]; encoder_padding_mask [B, S] -> [B, T, C]"""
         x = self.self_block(
-            x, lambda h: self.self_attn(h, causal=True, incremental_state=incremental_state, depth=depth)
+            x, lambda h: gated(self.gate, self.self_attn(h, causal=True, incremental_state=incremental_state, depth=depth))
         )
         x = self.cross_block(
             x,

@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""Plot the learned T5 relative-position biases of a checkpoint after a softmax over distances, per head and
+layer: Figure 1 of Chaabouni, Dessì, Kharitonov (2021), App. C,
+
+    b_hat_d = exp(b_d) / sum_d' exp(b_d')        d = j - i clipped to [-s, s]
+
+for every head (rows) of every encoder and decoder layer (one panel each). The decoder can only attend to
+d <= 0 (causal mask), so, as in the paper's figure, its panels show d <= 0 and the softmax runs over those.
+The border columns stand for every distance beyond the span ("<=-s", ">=s").
+
+    python scripts/plot_t5_biases.py checkpoints/checkpoint_last.pt -o t5_biases.png
+
+Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict).
+"""
+import argparse
+import re
+import sys
+from typing import Dict, List, Tuple
+
+import torch
+
+KEY = re.compile(r"^(encoder|decoder)\.stack\.layers\.(\d+)\.self_attn\.scorer\.relative_bias$")
+
+
+def relative_biases(state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[str, int], torch.Tensor]:
+    """{(stack, layer): bias [H, 2s+1]} for every T5 scorer in a model state dict."""
+    found = {}
+    for name, value in state_dict.items():
+        m = KEY.match(name)
+        if m:
+            found[(m.group(1), int(m.group(2)))] = value.detach().float().cpu()
+    return found
+
+
+def preferences(bias: torch.Tensor, causal: bool) -> Tuple[List[str], torch.Tensor]:
+    """bias [H, 2s+1] (column d + s) -> (tick labels, softmax over the reachable distances [H, n])."""
+    span = (bias.size(1) - 1) // 2
+    distances = list(range(-span, 1 if causal else span + 1))
+    labels = [f"<={d}" if d == -span else (f">={d}" if d == span else str(d)) for d in distances]
+    return labels, torch.softmax(bias[:, : len(distances)], dim=-1)
+
+
+def plot(biases: Dict[Tuple[str, int], torch.Tensor], out_path: str, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stacks = [s for s in ("encoder", "decoder") if any(k[0] == s for k in biases)]
+    layers = sorted({k[1] for k in biases})
+    fig, axes = plt.subplots(len(layers), len(stacks), figsize=(4.5 * len(stacks), 2.6 * len(layers)),
+                             squeeze=False)
+    for col, stack in enumerate(stacks):
+        for row, layer in enumerate(layers):
+            ax = axes[row][col]
+            if (stack, layer) not in biases:
+                ax.axis("off")
+                continue
+            labels, pref = preferences(biases[(stack, layer)], causal=stack == "decoder")
+            im = ax.imshow(pref.numpy(), aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_xticks(range(len(labels)), labels, fontsize=7)
+            ax.set_yticks(range(pref.size(0)))
+            ax.set_title(f"{stack} layer {layer}", fontsize=9)
+            ax.set_xlabel("relative distance j - i", fontsize=8)
+            ax.set_ylabel("head", fontsize=8)
+            fig.colorbar(im, ax=ax)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", help="fairseq checkpoint (.pt) or a saved state dict")
+    p.add_argument("-o", "--output", default="t5_biases.png", help="PNG to write (default: %(default)s)")
+    a = p.parse_args(argv)
+    ckpt = torch.load(a.checkpoint, map_location="cpu", weights_only=False)  # fairseq pickles its args
+    state_dict = ckpt["model"] if isinstance(ckpt, dict) and "model" in ckpt else ckpt
+    biases = relative_biases(state_dict)
+    if not biases:
+        sys.exit(f"{a.checkpoint}: no T5 relative biases found (was the model trained with --self-attn-pos t5?)")
+    plot(biases, a.output, title=f"T5 biases after a softmax over distances: {a.checkpoint}")
+    print(f"wrote {a.output} ({len(biases)} attention modules)")
+
+
+if __name__ == "__main__":
+    main()
