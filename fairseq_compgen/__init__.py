@@ -10,6 +10,6 @@ import os
 # fairseq loads only checkpoints the user points it at, so restore the pre-2.6 default unless the user set it.
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-from fairseq_compgen import models, modules, tasks  # noqa: E402,F401
+from fairseq_compgen import criterions, models, modules, tasks  # noqa: E402,F401
 
 __version__ = "0.1.0"

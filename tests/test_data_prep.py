@@ -402,7 +402,7 @@ def test_math_prep_character_level(tmp_path):
     small = tmp_path / "math"
     _math_subsample(small)
     out = tmp_path / "out"
-    summary = _script("math").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
+    summary = _script("mathematics").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
     res = summary["numbers__place_value"]
     assert {s: res[s]["n_out"] for s in ("train", "valid", "gen")} == {"train": 300, "valid": 100, "gen": 100}
     d = out / "numbers__place_value"
@@ -423,7 +423,7 @@ def test_math_odd_line_count_is_an_error(tmp_path):
     bad.write_text("\n".join(_lines(bad)[:7]) + "\n")
     out = tmp_path / "out"
     with pytest.raises(DataError, match=rf"{bad}:7: expected an answer after the question"):
-        _script("math").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
+        _script("mathematics").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
     assert not list(out.rglob("*.*")), "nothing may be written"
     (small / "extrapolate" / "arithmetic__add_or_sub_big.txt").unlink()
     with pytest.raises(FileNotFoundError, match="arithmetic__add_or_sub_big.txt"):

@@ -57,6 +57,8 @@ def base_architecture(args):
         share_decoder_input_output_embed=True, share_all_embeddings=False,
         max_source_positions=1024, max_target_positions=1024,
         self_attn_type="attention", rel_span=4, encoder_sag_init=None, decoder_sag_init=None,  # archs_chaabouni.py
+        cross_attn_pos="none", rel_radius=16, copy_decoder=False,  # archs_ontanon.py
+        qk_norm="none",  # archs_park_kim.py
     ).items():
         _default(args, name, value)
 

@@ -8,6 +8,8 @@ Options of this module (see `--help` for all flags):
 * position scoring t5 / fixed_span (`--rel-span`)                          (Chaabouni et al. 2021, §3, Eq. 3)
 * self-attention replaced by a convolution (`--self-attn-type conv`)       (Chaabouni et al. 2021, §3)
 * self-attention gate (`--encoder-sag-init`, `--decoder-sag-init`)        (Chaabouni et al. 2021, Alg. 1)
+* linear attention everywhere, Q/K normalization (`--self-attn-type linear`, `--qk-norm`) (Park & Kim 2024, §4.1)
+* relative labels rel-e/-b/-eb (`--self-attn-pos`, `--cross-attn-pos`), copy decoder (Ontañón et al. 2022 §4.1-4.2)
 * Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
 * post-LN (the authors' code) or pre-LN (`--normalize-before`)
 * tied output embedding with a learned output bias                        (Csordás et al. 2021, spec_000 §2.1)
@@ -26,8 +28,10 @@ from torch import Tensor
 
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
+from fairseq_compgen.modules.copy_decoder import CopyDistribution
 from fairseq_compgen.modules.layer_stack import LayerStack
 from fairseq_compgen.modules.layers import DecoderLayer, EncoderLayer
+from fairseq_compgen.modules.linear_attention import QK_NORMS, LinearAttention
 from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
 from fairseq_compgen.modules.positions import EMBEDDING_SCALINGS, TokenEmbedding
 from fairseq_compgen.modules.self_attention_gate import build_gate
@@ -46,13 +50,19 @@ def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
 
 
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
+    if getattr(args, "qk_norm", "none") not in (None, "none") and args.self_attn_type != "linear":
+        raise ValueError(f"--qk-norm {args.qk_norm} needs --self-attn-type linear")
+    if args.self_attn_type == "linear":  # Park & Kim (2024); cross-attention is linear too (CompgenDecoder)
+        if args.self_attn_pos not in (None, "none"):
+            raise ValueError(f"--self-attn-type linear takes no --self-attn-pos (got {args.self_attn_pos!r})")
+        return LinearAttention(dim, heads, args.qk_norm, bias=_bool(args.attention_bias))
     if args.self_attn_type == "conv":
         if args.self_attn_pos not in (None, "none"):
             raise ValueError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
                              f"(got {args.self_attn_pos!r})")
         return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
     if args.self_attn_type != "attention":
-        raise ValueError(f"--self-attn-type must be attention or conv, got {args.self_attn_type!r}")
+        raise ValueError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
     scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, args=args)
     return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
 
@@ -98,7 +108,14 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         def make_layer():
             self_attn = _self_attention(args, dim, args.decoder_attention_heads, causal=True)
             cross = MultiheadAttention(dim, args.decoder_attention_heads, args.attention_dropout,
-                                       bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
+                                       bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim,
+                                       scorer=build_scorer(getattr(args, "cross_attn_pos", None), embed_dim=dim,
+                                                           num_heads=args.decoder_attention_heads, causal=False,
+                                                           args=args),
+                                       key_positions_from_padding=True)
+            if args.self_attn_type == "linear":  # a Linear Transformer: cross-attention is linear as well
+                cross = LinearAttention(dim, args.decoder_attention_heads, args.qk_norm,
+                                        bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
             return DecoderLayer(dim, args.decoder_ffn_embed_dim, self_attn, cross, args.dropout,
                                 args.activation_dropout, _bool(args.normalize_before),
                                 gate=build_gate(args.decoder_sag_init))
@@ -111,13 +128,25 @@ class CompgenDecoder(FairseqIncrementalDecoder):
             self.output_weight = nn.Parameter(torch.empty(len(dictionary), dim))
             nn.init.xavier_uniform_(self.output_weight)
         self.output_bias = nn.Parameter(torch.zeros(len(dictionary)))
+        # Ontañón et al. (2022) §4.2: the output is log((1-w) p_vocab + w p_copy), see modules/copy_decoder.py
+        self.copy = CopyDistribution(dim) if _bool(getattr(args, "copy_decoder", False)) else None
 
     def forward(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
                 features_only: bool = False, **kwargs):
         x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if not features_only:
-            x = self.output_layer(x)
+            logits = self.output_layer(x)
+            if self.copy is not None:  # normalized log-probabilities, not logits
+                logits = self.copy(x, logits, encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0],
+                                   encoder_out["src_tokens"][0])
+            x = logits
         return x, extra
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        if self.copy is None:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        lprobs = net_output[0].float()  # already log p (copy decoder)
+        return lprobs if log_probs else lprobs.exp()
 
     def extract_features(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
                          **kwargs):
@@ -175,10 +204,16 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
         a("--rel-span", type=int, metavar="S",
           help="span s of --self-attn-pos t5 / fixed_span and of --self-attn-type conv (kernel 2s+1 in the "
                "encoder, causal kernel s+1 in the decoder); an integer >= 1 (Chaabouni et al. 2021: 2, 4 or 6)")
-        a("--self-attn-type", choices=["attention", "conv"],
+        a("--self-attn-type", choices=["attention", "conv", "linear"],
           help="attention: multi-head self-attention; conv: self-attention replaced by a lightweight convolution "
                "over the value projection, one softmax-normalised kernel per head over the span "
-               "(Chaabouni et al. 2021 §3 'Convolution as self-attention'; see modules/conv_self_attention.py)")
+               "(Chaabouni et al. 2021 §3 'Convolution as self-attention'; see modules/conv_self_attention.py); "
+               "linear: every attention (encoder, causal decoder, cross) is linear attention with "
+               "phi(x) = elu(x) + 1 (Katharopoulos et al. 2020; Park & Kim 2024; see modules/linear_attention.py)")
+        a("--qk-norm", choices=list(QK_NORMS),
+          help="with --self-attn-type linear: normalization of each head's phi(Q), phi(K) vectors (Park & Kim 2024 "
+               "§4.1): none (vanilla Linear Transformer), l1 = x/(|x|_1+eps), l2 = x/(|x|_2+eps), "
+               "rms = x/(RMS[x]+eps)*gamma with one trainable gamma for Q and one for K, shared by all heads")
         for side in ("encoder", "decoder"):
             a(f"--{side}-sag-init", type=float, metavar="BETA0",
               help=f"self-attention gate in every {side} layer: the self-attention output is multiplied by "
@@ -192,6 +227,16 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
           help="tie the output projection to the decoder input embedding (plus a learned output bias)")
         a("--share-all-embeddings", type=_bool, metavar="BOOL",
           help="one embedding for encoder input, decoder input and output (needs a joined dictionary)")
+        a("--cross-attn-pos", choices=["none"] + [f"{r}-{k}" for r in ("rel", "rel0") for k in ("e", "b", "eb")],
+          help="position scoring in decoder-to-encoder attention (Ontañón et al. 2022 §4.1): rel-e/-b/-eb = "
+               "relative labels l_{j-i} between decoder step i and source position j (from the first real token) "
+               "as the rel2-* models; rel0-* = the constant label l_0 for every pair, the authors' rel-* models "
+               "(no position information, same parameters)")
+        a("--rel-radius", type=int, metavar="R",
+          help="clipping radius of the rel-*/rel0-* labels (2R+1 labels; Ontañón et al. 2022: 16)")
+        a("--copy-decoder", type=_bool, metavar="BOOL",
+          help="copy decoder (Ontañón et al. 2022 §4.2): mix the vocabulary softmax with a copy distribution from "
+               "single-head attention over the encoder output, through a sigmoid gate; needs a joined dictionary")
         a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
         a("--max-target-positions", type=int, metavar="N", help="longest target accepted")
 
@@ -201,6 +246,8 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
 
         base_architecture(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        if _bool(getattr(args, "copy_decoder", False)) and src_dict != tgt_dict:
+            raise ValueError("--copy-decoder needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
         if _bool(args.share_all_embeddings):
             if src_dict != tgt_dict:
                 raise ValueError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")

@@ -1,5 +1,6 @@
 """Build any registered architecture without data on disk (tests, benchmarks, notebooks)."""
 import argparse
+from typing import Optional
 
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
@@ -20,12 +21,16 @@ class StandInTask:
         self.source_dictionary, self.target_dictionary = src, tgt
 
 
-def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, **overrides):
+def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, joined: Optional[bool] = None, **overrides):
     """A model of any registered `arch` (ours or fairseq's), dictionaries of 4 specials + n words each;
-    `overrides` are model flags as attribute names (e.g. encoder_layers=2)."""
+    `overrides` are model flags as attribute names (e.g. encoder_layers=2). `joined`: one dictionary of
+    `src_words` words for both sides; by default only when the model needs one (the copy decoder)."""
     args = argparse.Namespace(arch=arch, **overrides)
     ARCH_CONFIG_REGISTRY[arch](args)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, StandInTask(make_dictionary(src_words), make_dictionary(tgt_words)))
+    if joined is None:
+        joined = bool(getattr(args, "copy_decoder", False))
+    src = make_dictionary(src_words)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, StandInTask(src, src if joined else make_dictionary(tgt_words)))
 
 
 def compgen_archs():

@@ -36,6 +36,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         bias: bool = False,
         scorer: Optional[nn.Module] = None,
         kv_dim: Optional[int] = None,
+        key_positions_from_padding: bool = False,
     ):
         super().__init__()
         if embed_dim % num_heads != 0:
@@ -54,6 +55,8 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 nn.init.zeros_(lin.bias)
         self.dropout = dropout
         self.scorer = scorer
+        # cross-attention over left-padded sources: key positions count from each example's first real token
+        self.key_positions_from_padding = key_positions_from_padding
 
     # ---- shapes -------------------------------------------------------------------------------
     def _heads(self, x: Tensor) -> Tensor:
@@ -103,14 +106,20 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
         elif cache is not None:  # encoder keys/values are computed once per sentence
             k, v = cache["k"], cache["v"]
+            start = int(cache["steps"][0])  # decoder steps already seen: the query position (for cross scorers)
+            self.set_incremental_state(incremental_state, self._cache_key(depth),
+                                       {"k": k, "v": v, "steps": cache["steps"] + Tq})
         else:
             k, v = self._heads(self.k_proj(key_value)), self._heads(self.v_proj(key_value))  # [B, H, Tk, dh]
             if incremental_state is not None:
-                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
+                steps = torch.full((B,), Tq, dtype=torch.long, device=query.device)  # [B], reordered with k, v
+                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v, "steps": steps})
         Tk = k.size(2)
 
         q_pos = torch.arange(start, start + Tq, device=query.device)  # [Tq]
         k_pos = torch.arange(Tk, device=query.device)  # [Tk]
+        if self.key_positions_from_padding and key_padding_mask is not None:
+            k_pos = (~key_padding_mask).long().cumsum(1) - 1  # [B, Tk] (pads: -1 or earlier positions, masked)
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
         if self.scorer is not None:

@@ -4,12 +4,15 @@
   sequence accuracy as Csordás et al. (2021) define it (spec_000 §1: all tokens and the length match), as
   `accuracy` per subset, so `--best-checkpoint-metric accuracy --maximize-best-checkpoint-metric` selects by
   accuracy (fairseq selects on the *first* listed valid subset). No early stopping is implied.
+* `tf_accuracy` (on by default, `--eval-tf-accuracy`): Ontañón et al.'s notebook metric, teacher-forced argmax cut
+  at the first EOS (spec_001 §8); equal to `accuracy` for a deterministic model, logged for comparison.
 * `--eval-oracle-length` also logs `oracle_accuracy` (decode to the reference length, EOS forbidden).
 * Every input gets a hypothesis: batches are built with `required_batch_size_multiple = 1`, because fairseq
   drops a final batch whose size is not a multiple (shared/notes/fairseq-host.md, trap 1) and batches are
   length-sorted, so the dropped sentences would be the longest ones.
 """
 import logging
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -17,7 +20,7 @@ from fairseq import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_compgen.tasks.greedy import batch_exact_match
+from fairseq_compgen.tasks.greedy import batch_exact_match, teacher_forced_exact_match
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +32,22 @@ class CompgenConfig(TranslationConfig):
         metadata={"help": "decode greedily on every validation subset and log exact-match `accuracy` "
                           "(tokens and length must match; Csordás et al. 2021)"},
     )
+    eval_tf_accuracy: bool = field(
+        default=True,
+        metadata={"help": "also log `tf_accuracy`: Ontañón et al.'s notebook metric, teacher-forced argmax cut at "
+                          "the first EOS (spec_001 §8), beside the greedy `accuracy`"},
+    )
     eval_oracle_length: bool = field(
         default=False,
         metadata={"help": "also log `oracle_accuracy`: EOS forbidden, decode exactly the reference length"},
+    )
+    eval_comp: str = field(
+        default="",
+        metadata={"help": "COMP metadata (test.comp of data-prep/noun_adj.py): log `comp` (share of greedy "
+                          "hypotheses with the French adjective and noun) on the subset it belongs to"},
+    )
+    eval_comp_subset: str = field(
+        default="", metadata={"help": "subset --eval-comp describes (default: its file name up to the first '.')"},
     )
 
 
@@ -50,6 +66,17 @@ class CompgenTask(TranslationTask):
                         required_batch_size_multiple)
         return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
 
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.cfg.eval_comp and split == (self.cfg.eval_comp_subset or os.path.basename(self.cfg.eval_comp).split(".")[0]):
+            from fairseq_compgen.scoring.comp import read_meta
+            self._comp_meta = read_meta(self.cfg.eval_comp)
+            ds = self.datasets[split]
+            if len(self._comp_meta) != len(ds):
+                raise ValueError(f"--eval-comp {self.cfg.eval_comp}: {len(self._comp_meta)} lines for {len(ds)} {split} examples")
+            collate = ds.collater
+            ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
+
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
@@ -57,18 +84,38 @@ class CompgenTask(TranslationTask):
             correct = batch_exact_match(model, sample, pad, eos)
             logging_output["_em_correct"] = int(correct.sum())
             logging_output["_em_total"] = correct.numel()
+        if self.cfg.eval_tf_accuracy:
+            logging_output["_em_tf_correct"] = int(teacher_forced_exact_match(model, sample, pad, eos).sum())
+            logging_output.setdefault("_em_total", sample["target"].size(0))
         if self.cfg.eval_oracle_length:
             logging_output["_em_oracle_correct"] = int(batch_exact_match(model, sample, pad, eos, oracle=True).sum())
             logging_output.setdefault("_em_total", sample["target"].size(0))
+        if "comp_subset" in sample:
+            from fairseq_compgen.scoring.comp import comp_hit
+            from fairseq_compgen.tasks.greedy import greedy_decode
+            net = sample["net_input"]
+            steps = min(self.cfg.max_target_positions, 2 * sample["target"].size(1) + 10)
+            pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos)
+            hits = 0
+            for i, row in zip(sample["id"].tolist(), pred.tolist()):
+                row = row[: row.index(eos)] if eos in row else row
+                m = self._comp_meta[i]
+                hits += comp_hit(self.tgt_dict.string(torch.tensor(row)), m[2], m[3])
+            logging_output["_comp_hits"], logging_output["_comp_total"] = hits, len(pred)
         return loss, sample_size, logging_output
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
+        if any("_comp_total" in log for log in logging_outputs):
+            for key in ("_comp_hits", "_comp_total"):
+                metrics.log_scalar_sum(key, _sum(logging_outputs, key))
+            metrics.log_derived("comp", lambda m: round(m["_comp_hits"].sum / max(m["_comp_total"].sum, 1), 4))
         total = _sum(logging_outputs, "_em_total")
         if total == 0:
             return
         metrics.log_scalar_sum("_em_total", total)
-        for key, name in (("_em_correct", "accuracy"), ("_em_oracle_correct", "oracle_accuracy")):
+        for key, name in (("_em_correct", "accuracy"), ("_em_oracle_correct", "oracle_accuracy"),
+                          ("_em_tf_correct", "tf_accuracy")):
             if any(key in log for log in logging_outputs):
                 metrics.log_scalar_sum(key, _sum(logging_outputs, key))
                 metrics.log_derived(name, lambda m, key=key: round(m[key].sum / m["_em_total"].sum, 4))

@@ -72,3 +72,20 @@ def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -
     net = sample["net_input"]
     pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, forbid_eos=oracle)
     return exact_match_rows(pred, target, pad, eos, oracle)
+
+
+@torch.no_grad()
+def teacher_forced_exact_match(model, sample, pad: int, eos: int) -> Tensor:
+    """The teacher-forced sequence accuracy of Ontañón et al.'s notebook (spec_001 §8) -> bool [B].
+
+    One forward pass with the gold prefix; argmax at every position; after the first predicted EOS or PAD every
+    later prediction is forced to PAD; the whole row must equal the target (tokens, EOS, pads). Equivalent to
+    greedy exact match for a deterministic model, hence a cross-check of `accuracy`.
+    """
+    target: Tensor = sample["target"]  # [B, T]
+    out = model(**sample["net_input"])
+    pred = out[0].argmax(-1)  # [B, T]
+    ended = pred.eq(eos) | pred.eq(pad)
+    after_end = (ended.long().cumsum(1) - ended.long()) > 0  # strictly after the first EOS/PAD
+    pred = pred.masked_fill(after_end, pad)
+    return pred.eq(target).all(1)

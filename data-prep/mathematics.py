@@ -6,7 +6,7 @@ Mathematical Reasoning Abilities of Neural Models", ICLR.  Modules
 arithmetic__add_or_sub and numbers__place_value as in Csordás, Irie &
 Schmidhuber (2021).
 
-    python data-prep/math.py --module arithmetic__add_or_sub --out data/math \
+    python data-prep/mathematics.py --module arithmetic__add_or_sub --out data/math \
         [--math-dir DIR | --math-tarball mathematics_dataset-v1.0.tar.gz] [--workers N] \
         [--joined-dictionary] [--no-binarize]
 
@@ -23,25 +23,18 @@ processing; the copy in ../shared/data/math is a regeneration).
 
 from __future__ import annotations
 
-import os
+import argparse
+import importlib.util
 import sys
-
-# This file is named math.py: run as a script, its folder is sys.path[0] and would shadow the
-# standard library's math module (imported by random, torch, ...). Drop that folder first.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Dict, Optional, Sequence  # noqa: E402
+from pathlib import Path
+from typing import Dict, Optional, Sequence
 
 if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairseq_compgen.data import download  # noqa: E402
-from fairseq_compgen.data import math_dataset as md  # noqa: E402
-from fairseq_compgen.data.binarize import add_common_args, prepare_split  # noqa: E402
+from fairseq_compgen.data import download
+from fairseq_compgen.data import math_dataset as md
+from fairseq_compgen.data.binarize import add_common_args, prepare_split
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

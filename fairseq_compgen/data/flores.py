@@ -1,0 +1,146 @@
+"""FLoRes v1 Nepali-English and Sinhala-English as Guzmán et al. (2019) prepare them.
+
+    Guzmán et al. (2019), "The FLoRes Evaluation Datasets for Low-Resource Machine Translation:
+    Nepali-English and Sinhala-English", EMNLP.  https://github.com/facebookresearch/flores (floresv1)
+
+``wikipedia_en_ne_si_test_sets.tgz`` holds ``wikipedia.{dev,devtest,test}.{ne-en,si-en}.{xx,en,doc_id}``.
+As in floresv1's ``prepare-neen.sh`` / ``prepare-sien.sh``: one sentencepiece BPE model (vocabulary
+5,000, character coverage 1.0) trained on the source and target training text together, every subset
+encoded into pieces, binarized with a joined dictionary.
+
+Training data: the official supervised data come from floresv1's ``download-data.sh`` (many sources;
+not downloaded here): pass ``train_dir`` holding ``train.<xx>`` and ``train.en``.  Without it the
+``dev`` set is the training set (the tiny end-to-end setting of the tests; Section 5 of the paper
+speaks of "training on the dev data").  Subsets: ``train``; ``valid`` = devtest (model selection,
+as the paper's Section 5); ``test`` = test; and ``dev`` when dev is not the training set.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from fairseq_compgen.data import download
+from fairseq_compgen.data.io import DataError
+
+URL = ("https://github.com/facebookresearch/flores/raw/main/previous_releases/floresv1/data/"
+       "wikipedia_en_ne_si_test_sets.tgz")
+ARCHIVE = "wikipedia_en_ne_si_test_sets.tgz"
+PAIRS = ("ne-en", "si-en")
+DIRECTIONS = ("ne-en", "en-ne", "si-en", "en-si")
+SETS = ("dev", "devtest", "test")
+EXPECTED = {
+    "ne-en": {"dev": 2559, "devtest": 2835, "test": 2924},
+    "si-en": {"dev": 2898, "devtest": 2766, "test": 2905},
+}
+VOCAB_SIZE = 5000
+HINT = f"if there is no network, pass --flores-dir pointing to a folder holding {ARCHIVE}"
+
+
+def pair_of(direction: str) -> Tuple[str, str, str]:
+    """``'en-ne'`` -> (pair 'ne-en', source 'en', target 'ne')."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown FLoRes direction {direction!r}; known: {DIRECTIONS}")
+    src, tgt = direction.split("-")
+    xx = src if src != "en" else tgt
+    return f"{xx}-en", src, tgt
+
+
+def archive_path(flores_dir: Optional[Path] = None, cache_dir: Optional[Path] = None) -> Path:
+    if flores_dir is not None:
+        p = Path(flores_dir)
+        p = p / ARCHIVE if p.is_dir() else p
+        if not p.is_file():
+            raise FileNotFoundError(f"FLoRes archive not found: {p}")
+        return p
+    return download.fetch(URL, "flores", ARCHIVE, cache_dir=cache_dir, hint=HINT)
+
+
+def read_sets(archive, pair: str) -> Dict[str, Dict[str, List[str]]]:
+    """set -> lang -> lines, read from the archive; the two sides of a set must have as many lines."""
+    xx = pair.split("-")[0]
+    out: Dict[str, Dict[str, List[str]]] = {}
+    with tarfile.open(archive) as tf:
+        names = {Path(m.name).name: m for m in tf.getmembers() if m.isfile()}
+        for s in SETS:
+            out[s] = {}
+            for lang in (xx, "en"):
+                name = f"wikipedia.{s}.{pair}.{lang}"
+                if name not in names:
+                    raise FileNotFoundError(f"{archive}: no member {name}")
+                text = tf.extractfile(names[name]).read().decode("utf-8")
+                lines = text.split("\n")
+                if lines and lines[-1] == "":
+                    lines.pop()
+                for i, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        raise DataError(f"{archive}:{name}", i, "empty line", line)
+                out[s][lang] = lines
+            if len(out[s][xx]) != len(out[s]["en"]):
+                raise DataError(f"{archive}:wikipedia.{s}.{pair}.en", 1,
+                                f"{len(out[s]['en'])} lines but the {xx} side has {len(out[s][xx])}")
+    return out
+
+
+def read_train_dir(train_dir, src: str, tgt: str) -> List[Tuple[str, str]]:
+    d = Path(train_dir)
+    sides = []
+    for lang in (src, tgt):
+        p = d / f"train.{lang}"
+        if not p.is_file():
+            raise FileNotFoundError(f"FLoRes training file not found: {p} (floresv1 download-data.sh makes it)")
+        sides.append(p.read_text(encoding="utf-8").rstrip("\n").split("\n"))
+    if len(sides[0]) != len(sides[1]):
+        raise DataError(d / f"train.{tgt}", 1, f"{len(sides[1])} lines but train.{src} has {len(sides[0])}")
+    return [(s, t) for s, t in zip(*sides) if s.strip() and t.strip()]
+
+
+def train_sentencepiece(pairs: List[Tuple[str, str]], model_prefix: Path, vocab_size: int = VOCAB_SIZE,
+                        seed_sentencepiece_size: Optional[int] = None) -> Path:
+    """One BPE model on both sides (floresv1: --model_type=bpe --character_coverage=1.0); returns .model."""
+    import io
+
+    import sentencepiece as spm
+
+    model_prefix = Path(model_prefix)
+    model_prefix.parent.mkdir(parents=True, exist_ok=True)
+    text = [s for s, _ in pairs] + [t for _, t in pairs]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_writer=model, vocab_size=vocab_size, model_type="bpe",
+        character_coverage=1.0, input_sentence_size=len(text), num_threads=1, minloglevel=2,
+        **({"seed_sentencepiece_size": seed_sentencepiece_size} if seed_sentencepiece_size else {}),
+    )
+    path = model_prefix.parent / (model_prefix.name + ".model")
+    path.write_bytes(model.getvalue())
+    return path
+
+
+def encode(model_path: Path, pairs: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    return [(" ".join(sp.encode(s, out_type=str)), " ".join(sp.encode(t, out_type=str))) for s, t in pairs]
+
+
+def load(direction: str, flores_dir: Optional[Path] = None, train_dir: Optional[Path] = None,
+         cache_dir: Optional[Path] = None) -> Dict[str, List[Tuple[str, str]]]:
+    """Raw (untokenized) subsets: train, valid (devtest), test, and dev unless dev is the training set."""
+    pair, src, tgt = pair_of(direction)
+    sets = read_sets(archive_path(flores_dir, cache_dir), pair)
+    raw = {s: list(zip(sets[s][src], sets[s][tgt])) for s in SETS}
+    data = {"valid": raw["devtest"], "test": raw["test"]}
+    if train_dir is not None:
+        data["train"] = read_train_dir(train_dir, src, tgt)
+        data["dev"] = raw["dev"]
+    else:
+        data["train"] = raw["dev"]
+    return data
+
+
+def expected_counts(direction: str, train_on_dev: bool) -> Dict[str, int]:
+    exp = EXPECTED[pair_of(direction)[0]]
+    out = {"valid": exp["devtest"], "test": exp["test"]}
+    out["train" if train_on_dev else "dev"] = exp["dev"]
+    return out

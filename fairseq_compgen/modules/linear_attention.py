@@ -1,0 +1,195 @@
+"""Linear attention with Q/K normalization: Park & Kim (2024), "Improving Systematic Generalization of Linear
+Transformer Using Normalization Layers and Orthogonality Loss Function" (spec_002_004 Part A, §A2), on top of the
+Linear Transformer of Katharopoulos et al. (2020).
+
+Per head (d = d_head), with Q̂_n = Norm(φ(Q_n)), K̂_i = Norm(φ(K_i)):
+
+    non-causal:  O_n = Q̂_nᵀ [Σ_{i≤N} K̂_i V_iᵀ] / (Q̂_nᵀ [Σ_{i≤N} K̂_i] + ε)
+    causal:      O_n = Q̂_nᵀ S_n / (Q̂_nᵀ z_n + ε),   S_n = S_{n-1} + K̂_n V_nᵀ,   z_n = z_{n-1} + K̂_n
+
+    Norm = none: x        l1: x / (‖x‖₁ + ε)        l2: x / (‖x‖₂ + ε)        rms: x / (RMS[x] + ε) ⊙ γ
+
+then out = W_o concat_h O. `--self-attn-type linear --qk-norm {none,l1,l2,rms}`.
+
+Details the paper leaves open, and what we chose (spec_002_004 §A2.2-A2.4 marks each [uncertain]/[inferred]):
+* Feature map φ(x) = elu(x) + 1, elementwise per head: the paper uses "the Linear Transformer [6]", whose map
+  this is; no 1/sqrt(d_head) scaling (a kernel, not a softmax).
+* ε = 1e-6 everywhere: in the L1/L2/RMS normalizations (the paper's formulas) and added to the attention
+  denominator, as Katharopoulos et al.'s code does (fast-transformers, eps=1e-6).
+* Normalization is per head, on vectors of size d_head, applied after φ ("consistent with [21]"). RMS: separate
+  layers for Q and K, each with ONE trainable γ ∈ R^{d_head} shared by all heads (the paper: "the normalization
+  is shared across all attention heads"), initialised to ones (as RMSNorm/LayerNorm). The same normalization is
+  used in every attention of the model (encoder self-, decoder self- and cross-attention).
+* Cross-attention is linear too (non-causal, Q from the decoder, K/V from the encoder output, same φ and
+  normalization): the paper trains "a shared Linear Transformer" encoder-decoder, i.e. Katharopoulos et al.'s
+  model, where every attention is linear; it never mentions a softmax cross-attention.
+* Padding: K̂ and V are zeroed at padded key positions before the sums, so pads add nothing to numerator or
+  denominator (outputs at padded query positions are computed but never used).
+* No attention dropout: there is no probability matrix to drop (fast-transformers ignores its
+  attention_dropout argument for linear attention as well); `--attention-dropout` is unused here.
+* The causal form is computed in chunks of `chunk_size` positions: within a chunk the masked quadratic form
+  (Q̂K̂ᵀ ⊙ tril) V, across chunks the carried state (S, z). Time and memory are linear in the length.
+* Incremental decoding keeps only (S [B, H, d, d], z [B, H, d]) per depth for self-attention, so one step costs
+  O(1) in the prefix length; cross-attention caches Σ K̂ Vᵀ and Σ K̂ of the source once per sentence (O(1) in the
+  source length too). The cache is reordered along the batch for beam search (MultiheadAttention's scheme).
+
+For the orthogonality loss (criterions/orthogonality.py) a non-causal self-attention records, when its
+`record_values` flag is set (the criterion sets it; off otherwise, so nothing changes for other uses), the
+per-head values V [B, H, N, d_head] (before padding is zeroed; taken from W_v x, before any dropout) and the
+padding mask of every depth it is applied at, in `recorded[depth]`.
+"""
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from torch import Tensor
+
+from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+
+QK_NORMS = ("none", "l1", "l2", "rms")
+EPS = 1e-6
+
+
+def feature_map(x: Tensor) -> Tensor:
+    """φ(x) = elu(x) + 1 (strictly positive)."""
+    return F.elu(x) + 1.0
+
+
+def qk_normalize(x: Tensor, kind: str, gamma: Optional[Tensor] = None, eps: float = EPS) -> Tensor:
+    """Normalize each feature vector x[..., :] on its own (Park & Kim §4.1)."""
+    if kind == "none":
+        return x
+    if kind == "l1":
+        return x / (x.abs().sum(-1, keepdim=True) + eps)
+    if kind == "l2":
+        return x / (x.norm(dim=-1, keepdim=True) + eps)
+    if kind == "rms":
+        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * gamma
+    raise ValueError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {kind!r}")
+
+
+def noncausal_linear_attention(q: Tensor, k: Tensor, v: Tensor, eps: float = EPS) -> Tensor:
+    """q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv] (features, pads already zeroed) -> [B, H, Tq, dv]"""
+    S = torch.matmul(k.transpose(-1, -2), v)  # Σ_i K̂_i V_iᵀ  [B, H, d, dv]
+    z = k.sum(dim=2)  # Σ_i K̂_i  [B, H, d]
+    return _read(q, S, z, eps)
+
+
+def _read(q: Tensor, S: Tensor, z: Tensor, eps: float = EPS) -> Tensor:
+    """O = Q̂ S / (Q̂ z + ε): q [B, H, T, d], S [B, H, d, dv], z [B, H, d] -> [B, H, T, dv]"""
+    return torch.matmul(q, S) / (torch.matmul(q, z.unsqueeze(-1)) + eps)
+
+
+def causal_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, S: Optional[Tensor] = None, z: Optional[Tensor] = None,
+    eps: float = EPS, chunk_size: int = 64,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """Causal linear attention continuing from the state (S, z) of the positions before q[:, :, 0].
+    q, k [B, H, T, d], v [B, H, T, dv] -> (out [B, H, T, dv], S [B, H, d, dv], z [B, H, d]) after the last step."""
+    B, H, T, d = q.shape
+    if S is None:
+        S, z = q.new_zeros(B, H, d, v.size(-1)), q.new_zeros(B, H, d)
+    outs = []
+    for s in range(0, T, chunk_size):
+        qc, kc, vc = q[:, :, s:s + chunk_size], k[:, :, s:s + chunk_size], v[:, :, s:s + chunk_size]
+        A = torch.matmul(qc, kc.transpose(-1, -2)).tril()  # Q̂_n·K̂_i for i ≤ n inside the chunk  [B, H, c, c]
+        num = torch.matmul(qc, S) + torch.matmul(A, vc)  # [B, H, c, dv]
+        den = torch.matmul(qc, z.unsqueeze(-1)) + A.sum(-1, keepdim=True)  # [B, H, c, 1]
+        outs.append(num / (den + eps))
+        S = S + torch.matmul(kc.transpose(-1, -2), vc)
+        z = z + kc.sum(dim=2)
+    return torch.cat(outs, dim=2), S, z
+
+
+class LinearAttention(FairseqIncrementalState, nn.Module):
+    """Drop-in replacement for MultiheadAttention (self- or cross-attention, same forward signature)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, qk_norm: str = "none", bias: bool = False,
+                 kv_dim: Optional[int] = None, eps: float = EPS, chunk_size: int = 64):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.qk_norm, self.eps, self.chunk_size = qk_norm, eps, chunk_size
+        kv_dim = kv_dim or embed_dim
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(lin.weight)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
+        if qk_norm == "rms":  # one γ for Q and one for K, each shared by all heads
+            self.q_gamma = nn.Parameter(torch.ones(self.head_dim))
+            self.k_gamma = nn.Parameter(torch.ones(self.head_dim))
+        else:
+            self.q_gamma = self.k_gamma = None
+        self.record_values = False
+        self.recorded: Dict[int, Tuple[Tensor, Optional[Tensor]]] = {}  # depth -> (V [B, H, N, dh], pad mask [B, N])
+
+    # the cache layout and beam reordering are MultiheadAttention's
+    _heads = MultiheadAttention._heads
+    _cache_key = MultiheadAttention._cache_key
+    reorder_incremental_state = MultiheadAttention.reorder_incremental_state
+
+    def features(self, x: Tensor, gamma: Optional[Tensor]) -> Tensor:
+        """[B, H, T, dh] projections -> Norm(φ(x))"""
+        return qk_normalize(feature_map(x), self.qk_norm, gamma, self.eps)
+
+    def _keys_values(self, x: Tensor, key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """x [B, Tk, C] -> (K̂, V with pads zeroed, V as projected), each [B, H, Tk, dh]"""
+        k = self.features(self._heads(self.k_proj(x)), self.k_gamma)
+        v_raw = v = self._heads(self.v_proj(x))
+        if key_padding_mask is not None:
+            pad = key_padding_mask.view(x.size(0), 1, x.size(1), 1)
+            k, v = k.masked_fill(pad, 0.0), v.masked_fill(pad, 0.0)
+        return k, v, v_raw
+
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        incremental_state: Optional[IncrementalState] = None,
+        depth: int = 0,
+    ) -> Tensor:
+        """
+        query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
+        key_padding_mask: [B, Tk] bool, True at padding; causal: each query sees keys up to itself;
+        incremental_state: decoding cache, `query` then holds only the new step(s). Returns [B, Tq, C].
+        """
+        B, Tq, _ = query.shape
+        q = self.features(self._heads(self.q_proj(query)), self.q_gamma)  # [B, H, Tq, dh]
+        cache = self.get_incremental_state(incremental_state, self._cache_key(depth)) if incremental_state is not None else None
+        if key_value is None:  # self-attention
+            k, v, v_raw = self._keys_values(query, key_padding_mask)
+            if causal:
+                S0, z0 = (cache["S"], cache["z"]) if cache is not None else (None, None)
+                out, S, z = causal_linear_attention(q, k, v, S0, z0, self.eps, self.chunk_size)
+                if incremental_state is not None:
+                    self.set_incremental_state(incremental_state, self._cache_key(depth), {"S": S, "z": z})
+            else:
+                if incremental_state is not None:
+                    raise ValueError("non-causal linear self-attention cannot decode incrementally")
+                if self.record_values:
+                    self.recorded[depth] = (v_raw, key_padding_mask)
+                out = noncausal_linear_attention(q, k, v, self.eps)
+        else:  # cross-attention: the source's sums are computed once per sentence
+            if causal:
+                raise ValueError("causal cross-attention is not defined")
+            if cache is not None:
+                S, z = cache["S"], cache["z"]
+            else:
+                k, v, _ = self._keys_values(key_value, key_padding_mask)
+                S, z = torch.matmul(k.transpose(-1, -2), v), k.sum(dim=2)
+                if incremental_state is not None:
+                    self.set_incremental_state(incremental_state, self._cache_key(depth), {"S": S, "z": z})
+            out = _read(q, S, z, self.eps)
+        return self.out_proj(out.transpose(1, 2).reshape(B, Tq, self.embed_dim))

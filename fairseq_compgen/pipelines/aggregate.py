@@ -1,0 +1,273 @@
+"""Turn a sweep's results into the papers' tables and plots.
+
+    python -m fairseq_compgen.pipelines.aggregate OUT [--best] [--scale 100] [--digits 2] [--transpose]
+        [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
+
+OUT is a sweep's output folder (with the sweep.json the runner writes). Every finished run (done.json) contributes
+the exact-match accuracy of each evaluated subset (eval/<subset>.json, from the last checkpoint). Per configuration
+and (dataset, subset): mean ± sample standard deviation over seeds (Bessel's correction, n - 1; "-" for one seed);
+a cell with fewer finished seeds than planned shows "(k/n)". ``--best`` sets the best mean of each column in bold.
+
+Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
+Csordás et al.'s Table 3), OUT/table.csv (one line per cell, full precision, every seed's value), and
+OUT/plots/<dataset>.png: validation accuracy vs updates per subset, parsed from the runs' train.log (the compgen
+task's `| valid on 'SUBSET' subset | ... | accuracy A | ... | num_updates N` lines), mean over seeds with a ±std band.
+``--t5-biases`` also plots the learned T5 biases (scripts/plot_t5_biases.py) of every finished run whose arch
+has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from fairseq_compgen.pipelines.sweep import DONE, REPO, read_plan
+
+VALID_LINE = re.compile(r"valid on '([^']+)' subset \|.*?\| accuracy ([-+0-9.eE]+|nan) \|.*?\bnum_updates (\d+)")
+
+
+@dataclass
+class Cell:
+    dataset: str
+    subset: str
+    config: str
+    planned: int
+    values: Dict[int, float] = field(default_factory=dict)  # seed -> accuracy
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values.values()) if self.values else math.nan
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (n - 1); nan for fewer than two seeds."""
+        return statistics.stdev(self.values.values()) if self.n >= 2 else math.nan
+
+
+def collect(out) -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
+    """(spec, runs, cells): cells keyed by (dataset, subset, config), in sweep order."""
+    out = Path(out)
+    plan = read_plan(out)
+    runs = plan["runs"]
+    planned: Dict[Tuple[str, str], int] = defaultdict(int)
+    for r in runs:
+        planned[r["dataset"], r["config"]] += 1
+    subsets: Dict[str, List[str]] = {}
+    results: Dict[Tuple[str, str, int], Dict[str, float]] = {}
+    for r in runs:
+        d = Path(r["dir"])
+        if not (d / DONE).is_file():
+            continue
+        accs = {}
+        for p in sorted((d / "eval").glob("*.json")):
+            accs[p.stem] = float(json.loads(p.read_text())["accuracy"])
+        if r.get("subsets"):
+            accs = {s: accs[s] for s in r["subsets"] if s in accs}
+        results[r["dataset"], r["config"], r["seed"]] = accs
+        known = subsets.setdefault(r["dataset"], list(r.get("subsets") or []))
+        known.extend(s for s in accs if s not in known)
+    cells: Dict[Tuple[str, str, str], Cell] = {}
+    configs = list(dict.fromkeys(r["config"] for r in runs))
+    for dataset in dict.fromkeys(r["dataset"] for r in runs):
+        for subset in _order(subsets.get(dataset, [])):
+            for config in configs:
+                if (dataset, config) not in planned:
+                    continue
+                cell = Cell(dataset, subset, config, planned[dataset, config])
+                for (d, c, seed), accs in results.items():
+                    if d == dataset and c == config and subset in accs:
+                        cell.values[seed] = accs[subset]
+                cells[dataset, subset, config] = cell
+    return plan["spec"], runs, cells
+
+
+def _order(subsets: Sequence[str]) -> List[str]:
+    rank = {"valid": 0, "test": 1, "gen": 2}
+    return sorted(dict.fromkeys(subsets), key=lambda s: rank.get(s, 3))
+
+
+def _label(spec: dict, kind: str, name: str) -> str:
+    entry = (spec.get(kind) or {}).get(name) or {}
+    return str(entry.get("label") or name)
+
+
+def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = False) -> str:
+    if cell is None:
+        return ""
+    if not cell.n:
+        return f"- (0/{cell.planned})"
+    std = "-" if math.isnan(cell.std) else f"{cell.std * scale:.{digits}f}"
+    text = f"{cell.mean * scale:.{digits}f} ± {std}"
+    if bold:
+        text = f"**{text}**"
+    if cell.n < cell.planned:
+        text += f" ({cell.n}/{cell.planned})"
+    return text
+
+
+def best_configs(cells: Dict[Tuple[str, str, str], Cell]) -> Dict[Tuple[str, str], set]:
+    """(dataset, subset) -> the configurations with the highest mean (ties all count)."""
+    best: Dict[Tuple[str, str], set] = {}
+    by_col: Dict[Tuple[str, str], List[Cell]] = defaultdict(list)
+    for (d, s, _), c in cells.items():
+        if c.n:
+            by_col[d, s].append(c)
+    for col, cs in by_col.items():
+        top = max(c.mean for c in cs)
+        best[col] = {c.config for c in cs if c.mean == top}
+    return best
+
+
+def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, digits: int = 2,
+                   transpose: bool = False) -> str:
+    columns = list(dict.fromkeys((d, s) for d, s, _ in cells))
+    configs = list(dict.fromkeys(c for _, _, c in cells))
+    top = best_configs(cells) if best else {}
+    col_names = [f"{_label(spec, 'datasets', d)}: {s}" for d, s in columns]
+    cfg_names = [_label(spec, "configurations", c) for c in configs]
+
+    def text(col, config):
+        return format_cell(cells.get((*col, config)), scale, digits, config in top.get(col, ()))
+
+    if not transpose:
+        header = ["Configuration", *col_names]
+        rows = [[name, *(text(col, c) for col in columns)] for c, name in zip(configs, cfg_names)]
+    else:
+        header = ["Dataset: subset", *cfg_names]
+        rows = [[cname, *(text(col, c) for c in configs)] for col, cname in zip(columns, col_names)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path, cells, best: bool = False) -> None:
+    top = best_configs(cells) if best else {}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "subset", "configuration", "n", "planned", "mean", "std", "best", "values"])
+        for (d, s, c), cell in cells.items():
+            w.writerow([d, s, c, cell.n, cell.planned, repr(cell.mean), repr(cell.std), int(c in top.get((d, s), ())),
+                        ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items()))])
+
+
+def learning_curves(log: Path) -> Dict[str, Dict[int, float]]:
+    """subset -> {num_updates: accuracy} from a fairseq train.log (a later line for the same update wins,
+    e.g. after a resume)."""
+    curves: Dict[str, Dict[int, float]] = defaultdict(dict)
+    if log.is_file():
+        for m in VALID_LINE.finditer(log.read_text(errors="replace")):
+            curves[m.group(1)][int(m.group(3))] = float(m.group(2))
+    return dict(curves)
+
+
+def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0) -> List[Path]:
+    import logging
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging setup would print font searches
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dataset in dict.fromkeys(r["dataset"] for r in runs):
+        # config -> subset -> update -> [accuracy per seed]
+        data: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+        for r in runs:
+            if r["dataset"] == dataset:
+                for subset, curve in learning_curves(Path(r["dir"]) / "train.log").items():
+                    for step, acc in curve.items():
+                        data[r["config"]][subset][step].append(acc * scale)
+        subsets = _order({s for c in data.values() for s in c})
+        if not subsets:
+            continue
+        fig, axes = plt.subplots(1, len(subsets), figsize=(4.5 * len(subsets), 3.5), squeeze=False)
+        for ax, subset in zip(axes[0], subsets):
+            for config, per_subset in data.items():
+                pts = sorted(per_subset.get(subset, {}).items())
+                if not pts:
+                    continue
+                x = [p[0] for p in pts]
+                mean = [statistics.fmean(v) for _, v in pts]
+                std = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in pts]
+                line, = ax.plot(x, mean, label=_label(spec, "configurations", config), marker="." if len(x) < 30 else None)
+                ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                                color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.set_title(f"{_label(spec, 'datasets', dataset)}: {subset}")
+            ax.set_xlabel("updates")
+            ax.set_ylabel("accuracy" + (" (%)" if scale == 100 else ""))
+            ax.grid(alpha=0.3)
+        axes[0][-1].legend(fontsize="small")
+        fig.tight_layout()
+        path = folder / f"{dataset}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
+    folder = Path(folder)
+    written = []
+    for r in runs:
+        ckpt = Path(r["dir"]) / "checkpoint_last.pt"
+        if "t5" not in r["arch"] and "--self-attn-pos" not in r.get("flags", []) or not (Path(r["dir"]) / DONE).is_file():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{r['dataset']}_{r['config']}_seed{r['seed']}.png"
+        p = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_t5_biases.py"), str(ckpt), "-o", str(path)],
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            written.append(path)
+        else:
+            print(f"aggregate: no T5 bias plot for {r['dir']}: {p.stderr.strip()[-300:]}", file=sys.stderr)
+    return written
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("out", help="the sweep's output folder (holding sweep.json)")
+    p.add_argument("--best", action="store_true", help="bold the best configuration of each column")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply accuracies (100 for percent)")
+    p.add_argument("--digits", type=int, default=2)
+    p.add_argument("--transpose", action="store_true", help="rows: dataset/subset, columns: configurations")
+    p.add_argument("--markdown", help="default OUT/table.md")
+    p.add_argument("--csv", help="default OUT/table.csv")
+    p.add_argument("--plots", help="default OUT/plots")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--t5-biases", action="store_true", help="also plot learned T5 biases of T5 runs")
+    a = p.parse_args(argv)
+    out = Path(a.out)
+    spec, runs, cells = collect(out)
+    md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
+    Path(a.markdown or out / "table.md").write_text(md)
+    write_csv(a.csv or out / "table.csv", cells, a.best)
+    print(md, end="")
+    if not a.no_plots:
+        plots = Path(a.plots or out / "plots")
+        for path in plot_curves(spec, runs, plots, a.scale):
+            print(f"plot: {path}")
+        if a.t5_biases:
+            for path in plot_t5_biases(runs, plots / "t5_biases"):
+                print(f"plot: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

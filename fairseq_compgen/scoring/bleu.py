@@ -1,0 +1,116 @@
+"""BLEU of fairseq-generate output with sacrebleu (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
+
+    python -m fairseq_compgen.scoring.bleu GENERATE_LOG [--remove-bpe auto|none|sentencepiece|subword_nmt]
+        [--detok auto|none|moses] [--lang en] [--tokenized] [--json OUT.json]
+
+Default: **detokenized BLEU** -- subword units removed (``auto``: sentencepiece if the text has ``▁``,
+subword-nmt if it has ``@@ ``), Moses-detokenized when the text was Moses-tokenized (``--detok moses``;
+``auto`` detokenizes subword-nmt text, i.e. the IWSLT'14 / Europarl recipes), then sacrebleu's own
+13a tokenization; the sacrebleu signature is printed with the score.
+
+``--tokenized``: **tokenized BLEU** (labelled so in the output) -- sacrebleu with ``tokenize=none`` on
+the whitespace tokens after subword removal, no detokenization: the number fairseq's recipes and
+Guzmán et al. (2019) report (for En->Ne/Si they tokenize with the Indic NLP tokenizer first, which is
+not applied here).  T-/H- lines are read as in :mod:`fairseq_compgen.scoring.exact_match` (run
+fairseq-generate without ``--post-process`` or with it: already-removed subwords are left alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence
+
+from fairseq_compgen.data.io import DataError, atomic_write_text
+from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output
+
+
+def remove_bpe(text: str, kind: str) -> str:
+    if kind == "auto":
+        kind = "sentencepiece" if "\u2581" in text else ("subword_nmt" if "@@" in text else "none")
+    if kind == "sentencepiece":
+        return "".join(text.split()).replace("\u2581", " ").strip()
+    if kind == "subword_nmt":
+        return (text + " ").replace("@@ ", "").rstrip()
+    if kind == "none":
+        return text
+    raise ValueError(f"unknown subword scheme {kind!r}")
+
+
+def read_pairs(lines: Iterable[str], source: str = "<generate output>"):
+    """(ids, hyps, refs) as strings of tokens, every id with both a T- and an H- line."""
+    refs, hyps = parse_generate_output(lines, source=source)
+    missing = sorted(set(refs) ^ set(hyps))
+    if missing:
+        raise ScoringError(f"{source}: id(s) without both a T- and an H- line: {_ids(missing)}")
+    if not refs:
+        raise ScoringError(f"{source}: no T-/H- lines found (was fairseq-generate run with --quiet?)")
+    ids = sorted(refs)
+    return ids, [" ".join(hyps[i]) for i in ids], [" ".join(refs[i]) for i in ids]
+
+
+def score(hyps: List[str], refs: List[str], remove: str = "auto", detok: str = "auto", lang: str = "en",
+          tokenized: bool = False) -> dict:
+    import sacrebleu
+    from sacrebleu.metrics import BLEU
+
+    subword = remove
+    if subword == "auto":
+        sample = " ".join(refs[:100] + hyps[:100])
+        subword = "sentencepiece" if "\u2581" in sample else ("subword_nmt" if "@@" in sample else "none")
+    hyps = [remove_bpe(h, subword) for h in hyps]
+    refs = [remove_bpe(r, subword) for r in refs]
+    if tokenized:
+        detok = "none"
+    elif detok == "auto":
+        detok = "moses" if subword == "subword_nmt" else "none"
+    if detok == "moses":
+        from sacremoses import MosesDetokenizer
+
+        md = MosesDetokenizer(lang=lang)
+        hyps = [md.detokenize(h.split()) for h in hyps]
+        refs = [md.detokenize(r.split()) for r in refs]
+    elif detok != "none":
+        raise ValueError(f"unknown detokenizer {detok!r}")
+    metric = BLEU(tokenize="none" if tokenized else "13a")
+    res = metric.corpus_score(hyps, [refs])
+    label = "tokenized BLEU (tokenize=none, on whitespace tokens)" if tokenized else "detokenized BLEU (sacrebleu)"
+    return {"bleu": res.score, "label": label, "signature": str(metric.get_signature()), "n": len(hyps),
+            "subword": subword, "detok": detok, "str": str(res), "sacrebleu_version": sacrebleu.__version__}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+    p = argparse.ArgumentParser(description="sacrebleu BLEU of fairseq-generate output (detokenized by default).")
+    p.add_argument("generate_log", help="fairseq-generate output; '-' for stdin")
+    p.add_argument("--remove-bpe", default="auto", choices=("auto", "none", "sentencepiece", "subword_nmt"))
+    p.add_argument("--detok", default="auto", choices=("auto", "none", "moses"))
+    p.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default en)")
+    p.add_argument("--tokenized", action="store_true",
+                   help="TOKENIZED BLEU (tokenize=none, no detokenization), as reported for En->Ne/Si in FLoRes")
+    p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+    args = p.parse_args(argv)
+    if args.generate_log == "-":
+        ids, hyps, refs = read_pairs(sys.stdin, "<stdin>")
+    else:
+        path = Path(args.generate_log)
+        if not path.is_file():
+            raise FileNotFoundError(f"fairseq-generate output not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            ids, hyps, refs = read_pairs(f, str(path))
+    result = score(hyps, refs, args.remove_bpe, args.detok, args.lang, args.tokenized)
+    print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences")
+    print(f"signature: {result['signature']}")
+    print(result["str"])
+    if args.json_out:
+        atomic_write_text(args.json_out, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (ScoringError, DataError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

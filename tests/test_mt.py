@@ -1,0 +1,236 @@
+"""Machine-translation data and metrics (issue 8): IWSLT'14 XML, FLoRes end to end with BLEU, the
+noun-adjective En-Fr set from Europarl with its drop counts, COMP as a scorer and as a validation metric."""
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from fairseq_compgen.data import flores, iwslt14, noun_adj
+from fairseq_compgen.data.io import DataError
+from fairseq_compgen.scoring import bleu, comp
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+BIN = Path(sys.executable).parent
+TINY = ("--arch compgen_transformer --encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 "
+        "--decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 "
+        "--encoder-attention-heads 2 --decoder-attention-heads 2").split()
+TRAIN = ("--cpu --optimizer adam --lr 1e-3 --criterion label_smoothed_cross_entropy --batch-size 64 "
+         "--num-workers 0 --no-epoch-checkpoints --no-last-checkpoints --log-interval 1").split()
+
+
+def need(path):
+    if not Path(path).exists():
+        pytest.skip(f"shared data not found: {path}")
+    return Path(path)
+
+
+def run(cmd):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    p = subprocess.run([str(c) for c in cmd], cwd=REPO, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, f"{cmd[:3]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p.stdout + p.stderr
+
+
+# --------------------------------------------------------------------------- IWSLT'14 XML
+
+
+def test_iwslt_xml_segment_counts():
+    d = need(DATA / "iwslt14")
+    counts = {name: len(iwslt14.read_xml_pair(d, name)) for name in iwslt14.TEST_SETS}
+    assert counts == iwslt14.EXPECTED_TEST_SEGMENTS
+    test = iwslt14.load_test(d)
+    assert len(test) == iwslt14.EXPECTED["test"] == 6750
+    assert all(s and t and "<seg" not in s and "</seg>" not in t for s, t in test)
+    tok = iwslt14.moses_tokenize([test[0][1]], "en", lowercase=True)[0]
+    assert tok == tok.lower() and tok.split()[-1] in {".", "?", "!", "&quot;", "&apos;"}
+
+
+@pytest.mark.parametrize("bad, why", [('<seg id="3">no closing tag\n', "one segment per line"),
+                                      ('<seg id="3">   </seg>\n', "empty <seg>")])
+def test_iwslt_malformed_seg_names_file_and_line(tmp_path, bad, why):
+    p = tmp_path / "x.xml"
+    p.write_text('<doc>\n<seg id="1"> a </seg>\n<seg id="2"> b </seg>\n' + bad + "</doc>\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"x\.xml:4: .*{re.escape(why)}"):
+        iwslt14.read_xml_segments(p)
+
+
+def test_iwslt_missing_segment_is_an_error(tmp_path):
+    d = need(DATA / "iwslt14")
+    for lang in ("de", "en"):
+        text = (d / f"IWSLT14.TED.dev2010.de-en.{lang}.xml").read_text(encoding="utf-8")
+        if lang == "en":
+            text = text.replace('<seg id="5">', '<!-- removed -->', 1)
+            text = "\n".join(l for l in text.split("\n") if "<!-- removed -->" not in l)
+        (tmp_path / f"IWSLT14.TED.dev2010.de-en.{lang}.xml").write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=r"886 segments but IWSLT14.TED.dev2010.de-en.de.xml has 887"):
+        iwslt14.read_xml_pair(tmp_path, "TED.dev2010")
+
+
+def test_clean_corpus_counts():
+    kept, dropped = iwslt14.clean_corpus([("a b", "c d"), ("a", "b c d"), ("a " * 176, "b " * 176), ("|", "b"), ("a|", "|b")])
+    assert kept == [("a b", "c d"), ("a", "b")] and dropped == {"empty": 1, "too_long": 1, "length_ratio": 1}
+
+
+# --------------------------------------------------------------------------- FLoRes end to end
+
+
+def test_flores_archive_counts():
+    arch = need(DATA / "flores" / flores.ARCHIVE)
+    for pair, exp in flores.EXPECTED.items():
+        sets = flores.read_sets(arch, pair)
+        assert {s: len(v["en"]) for s, v in sets.items()} == exp
+
+
+def _trimmed_archive(src, dest, n):
+    """The real archive with the first n lines of every member (keeps the test fast)."""
+    with tarfile.open(src) as tin, tarfile.open(dest, "w:gz") as tout:
+        for m in tin.getmembers():
+            if not m.isfile():
+                continue
+            data = "".join(tin.extractfile(m).read().decode("utf-8").splitlines(keepends=True)[:n]).encode("utf-8")
+            info = tarfile.TarInfo(m.name)
+            info.size = len(data)
+            tout.addfile(info, io.BytesIO(data))
+
+
+def test_flores_end_to_end_bleu(tmp_path):
+    arch = need(DATA / "flores" / flores.ARCHIVE)
+    _trimmed_archive(arch, tmp_path / flores.ARCHIVE, 300)
+    out = tmp_path / "out"
+    log = run([sys.executable, "data-prep/flores.py", "--out", out, "--direction", "ne-en", "--flores-dir", tmp_path,
+               "--vocab-size", "400", "--no-count-check"])
+    assert re.search(r"train\s+300\s+300", log), log
+    data = out / "ne-en" / "bin"
+    assert (out / "ne-en" / "sentencepiece.bpe.model").is_file()
+    save = tmp_path / "ckpt"
+    run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", *TINY, *TRAIN,
+         "--max-update", "4", "--save-dir", save, "--valid-subset", "valid", "--max-source-positions", "256",
+         "--max-target-positions", "256"])
+    gen = run([BIN / "fairseq-generate", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
+               "--path", save / "checkpoint_best.pt", "--gen-subset", "test", "--beam", "1", "--max-len-b", "10",
+               "--batch-size", "100", "--cpu"])
+    (tmp_path / "gen.txt").write_text(gen, encoding="utf-8")
+    for tokenized in (False, True):
+        ids, hyps, refs = bleu.read_pairs(gen.splitlines(), "gen")
+        assert len(ids) == 300
+        res = bleu.score(hyps, refs, tokenized=tokenized)
+        assert res["subword"] == "sentencepiece" and 0.0 <= res["bleu"] <= 100.0
+        assert res["signature"].startswith("nrefs:1|") and ("tok:none" in res["signature"]) == tokenized
+    res = bleu.main([str(tmp_path / "gen.txt")])
+    assert "\u2581" not in "".join(bleu.remove_bpe(r, "sentencepiece") for r in refs)
+
+
+def test_bleu_signature_printed_and_labelled(tmp_path, capsys):
+    log = tmp_path / "g.txt"
+    log.write_text("T-0\tthe cat sat on the mat .\nH-0\t-0.1\tthe cat sat on the mat .\n"
+                   "T-1\tit is a good@@ day\nH-1\t-0.2\tit is a good@@ day\n", encoding="utf-8")
+    res = bleu.main([str(log)])
+    out = capsys.readouterr().out
+    assert "detokenized BLEU" in out and "signature: nrefs:1|case:mixed|eff:no|tok:13a" in out
+    assert res["bleu"] == pytest.approx(100.0) and res["subword"] == "subword_nmt" and res["detok"] == "moses"
+    bleu.main([str(log), "--tokenized"])
+    assert "tokenized BLEU (tokenize=none" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- noun-adjective En-Fr
+
+
+@pytest.fixture(scope="module")
+def europarl(tmp_path_factory):
+    d = need(DATA / "europarl")
+    out = tmp_path_factory.mktemp("na")
+    log = run([sys.executable, "data-prep/noun_adj.py", "--out", out, "--europarl-dir", d, "--tagger", "pattern",
+               "--bpe-tokens", "300"])
+    return out / "en-fr", log
+
+
+def test_europarl_counts_and_drop_reasons(europarl):
+    split, log = europarl
+    m = re.search(r"pairs read: (\d+) = kept (\d+) \(train (\d+), valid (\d+), test (\d+)\) \+ dropped (\d+)", log)
+    assert m, log
+    n_in, kept, tr, va, te, dropped = map(int, m.groups())
+    assert n_in == 3000 and n_in == kept + dropped and kept == tr + va + te
+    reasons = dict((k, int(v)) for k, v in re.findall(r"dropped \((\w+)\): (\d+)", log))
+    assert sum(reasons.values()) == dropped and reasons["empty_fr"] == 6
+    assert reasons["length_ratio"] > 0  # the alignment slips near line 550 are among these
+    assert te == 2 and "new institution: 2" in log
+    meta = comp.read_meta(split / "bin" / "test.comp")
+    assert len(meta) == te and meta[0][:2] == ("new", "institution") and "nouvelle" in meta[0][2]
+    assert len((split / "train.src").read_text(encoding="utf-8").splitlines()) == tr
+
+
+def test_alignment_slip_and_empty_lines_dropped(tmp_path):
+    (tmp_path / "a.en").write_text("A new institution is needed .\nHello there my friend .\n"
+                                   "We need a specific response now .\nThis is a long English sentence that slipped "
+                                   "out of alignment with its French side .\n", encoding="utf-8")
+    (tmp_path / "a.fr").write_text("Une nouvelle institution est nécessaire .\n\n"
+                                   "Il faut une réponse spécifique maintenant .\nBonjour .\n", encoding="utf-8")
+    data, meta, rep = noun_adj.build(tmp_path / "a.en", tmp_path / "a.fr", tagger="pattern")
+    assert rep["dropped"]["empty_fr"] == 1 and rep["dropped"]["length_ratio"] == 1
+    assert rep["kept"] == {"train": 1, "valid": 0, "test": 1} and rep["n_in"] == 4
+    assert meta[0].startswith("new\tinstitution\t")
+
+
+def test_pattern_tagger_rules():
+    assert noun_adj.pattern_pairs("a good decision and effective organisations".split()) == [
+        ("good", "decision"), ("effective", "organisation")]
+    assert noun_adj.is_test_pair("new", "response") and noun_adj.is_test_pair("specific", "source")
+    assert not noun_adj.is_test_pair("particular", "response")  # same column: neither train nor test
+    with pytest.raises(ValueError):
+        noun_adj.choose_tagger("corenlp")
+
+
+def test_spacy_tagger_missing_is_explained():
+    try:
+        import spacy  # noqa: F401
+        spacy.load("en_core_web_sm")
+        pytest.skip("spaCy and en_core_web_sm are installed")
+    except (ImportError, OSError):
+        pass
+    with pytest.raises((ImportError, OSError), match="python -m spacy download en_core_web_sm"):
+        noun_adj.choose_tagger("spacy")
+    assert noun_adj.choose_tagger("auto")[0].startswith("pattern")
+
+
+# --------------------------------------------------------------------------- COMP
+
+
+def test_comp_on_hand_built_generate_log(tmp_path):
+    meta = tmp_path / "test.comp"
+    meta.write_text("new\tresponse\tnouveau,nouvel,nouvelle,nouveaux,nouvelles\tréponse,réponses\n"
+                    "specific\tsource\tspécifique,spécifiques\tsource,sources\n"
+                    "good\tinstitution\tbon,bonne,bons,bonnes\tinstitution,institutions\n"
+                    "first\torganisation\tpremier,première,premiers,premières\torganisation,organisations\n",
+                    encoding="utf-8")
+    log = ("S-0\tx\nH-0\t-0.5\tune nouvelle ré@@ ponse .\n"          # inflection + BPE: hit
+           "H-1\t-0.5\tdes sources spécifiques\n"                      # plural, noun before adjective: hit
+           "H-2\t-0.5\tune institution adéquate\n"                     # adjective missing (synonym): miss
+           "H-3\t-0.5\tla Première organisation\n")                    # case-insensitive: hit
+    res = comp.score_generate_output(log.splitlines(), comp.read_meta(meta))
+    assert res == {"n": 4, "hits": 3, "comp": 0.75}
+    assert comp.comp_hit("l&apos; organisation efficace", {"efficace"}, {"organisation"})
+    assert not comp.comp_hit("une nouvelle solution", {"nouvelle"}, {"réponse"})
+    from fairseq_compgen.scoring.exact_match import ScoringError
+    with pytest.raises(ScoringError, match="without a hypothesis"):
+        comp.score_generate_output(log.splitlines()[:2], comp.read_meta(meta))
+    (tmp_path / "bad.comp").write_text("new\tresponse\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.comp:1: expected 4 tab-separated"):
+        comp.read_meta(tmp_path / "bad.comp")
+
+
+def test_comp_as_validation_metric(europarl, tmp_path):
+    split, _ = europarl
+    data = split / "bin"
+    log = run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", *TINY, *TRAIN,
+               "--max-update", "2", "--save-dir", tmp_path, "--valid-subset", "valid,test",
+               "--eval-comp", data / "test.comp", "--no-save"])
+    m = re.search(r"valid on 'test' subset \|.*\| comp ([0-9.]+) \|", log)
+    assert m, log[-3000:]
+    assert 0.0 <= float(m.group(1)) <= 1.0
+    assert not re.search(r"valid on 'valid' subset \|.*\| comp ", log)

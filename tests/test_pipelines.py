@@ -1,0 +1,234 @@
+"""Experiment pipelines (issue 9): sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
+scripts/train.sh's 2-process CPU run on gloo against the single-process run, and the sweep files."""
+import csv
+import json
+import math
+import os
+import random
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fairseq_compgen.pipelines import aggregate, sweep
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+        "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 --decoder-attention-heads 2")
+
+
+@pytest.fixture(scope="module")
+def scan_bin(tmp_path_factory):
+    """A small SCAN length-cutoff-26 sample (200 train, 24 valid, 24 gen), binarized."""
+    from fairseq_compgen.data.binarize import prepare_split
+    from fairseq_compgen.data.scan import build_split
+
+    data = build_split("length_cutoff_26")
+    rng = random.Random(0)
+    small = {"train": rng.sample(data["train"], 200), "valid": data["valid"][:24], "gen": data["gen"][:24]}
+    split = tmp_path_factory.mktemp("scan") / "tiny"
+    prepare_split("tiny SCAN", split, small, dict_from="all")
+    return split / "bin"
+
+
+def _train_losses(log: Path):
+    """num_updates -> train loss from fairseq's train_inner lines (--log-interval 1)."""
+    out = {}
+    for m in re.finditer(r"train_inner \|.*? loss=([0-9.]+),.*?num_updates=(\d+)", log.read_text()):
+        out[int(m.group(2))] = float(m.group(1))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- sweep, end to end
+def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
+    spec = {
+        "name": "tiny", "seeds": [1, 2],
+        "flags": f"{TINY} --max-update 6 --batch-size 16 --validate-interval-updates 3 --save-interval-updates 3 "
+                 "--log-interval 1",
+        "datasets": {"scan": {"label": "SCAN tiny", "data": str(scan_bin), "preset": "scan", "subsets": ["gen"]}},
+        "configurations": {
+            "trafo": {"arch": "compgen_transformer_{preset}", "label": "Transformer"},
+            "reluni": {"arch": "rel_uni_transformer_scan"},
+        },
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = tmp_path / "out"
+    runs = sweep.plan(sweep.load_sweep(path), out, cpu=True)
+    assert [r.name for r in runs] == ["scan/trafo/seed1", "scan/trafo/seed2", "scan/reluni/seed1", "scan/reluni/seed2"]
+    assert runs[0].arch == "compgen_transformer_scan" and "--cpu" in runs[0].launch
+
+    # A run stopped after 3 of its 6 updates: checkpoint_last.pt at update 3, no done marker.
+    victim = runs[1]
+    victim.path.mkdir(parents=True)
+    with open(victim.path / "train.log", "a") as log:
+        subprocess.run(victim.train_command() + ["--max-update", "3"], stdout=log, stderr=subprocess.STDOUT,
+                       env=sweep.tool_env(threads=1), check=True, cwd=REPO)
+    assert victim.checkpoint.is_file() and not victim.is_done()
+    assert sweep.last_num_updates(victim.path / "train.log") == 3
+
+    said = []
+    results = sweep.run_sweep(path, out, jobs=2, cpu=True, threads=1, echo=said.append)
+    assert [r["status"] for r in results] == ["done"] * 4, said
+    assert any("scan/trafo/seed2 (resuming after update 3)" in s for s in said)
+    for r in runs:
+        done = json.loads((r.path / "done.json").read_text())
+        assert done["num_updates"] == 6 and done["seed"] == r.seed
+        assert (r.path / "command.txt").read_text().startswith("fairseq-train ")
+        assert "--seed " + str(r.seed) in (r.path / "command.txt").read_text()
+        assert len((r.path / "commit.txt").read_text().split()[0]) in (40, 7) or "unknown" in (r.path / "commit.txt").read_text()
+        ev = json.loads((r.path / "eval" / "gen.json").read_text())
+        assert ev["n"] == 24 and done["accuracy"]["gen"] == ev["accuracy"]
+    # the victim resumed from its checkpoint: its second training logged updates 4..6 only
+    text = (victim.path / "train.log").read_text()
+    second = text[text.rindex("sweep: bash"):]
+    assert "Loaded checkpoint" in second and "(epoch 1 @ 3 updates)" in second
+    assert sorted(_train_losses_from(second)) == [4, 5, 6]
+
+    # Rerun: everything is skipped, nothing is touched.
+    stamps = {r.name: (r.path / "train.log").stat().st_mtime_ns for r in runs}
+    again = sweep.run_sweep(path, out, jobs=2, cpu=True, threads=1, echo=said.append)
+    assert [r["status"] for r in again] == ["skipped"] * 4
+    assert stamps == {r.name: (r.path / "train.log").stat().st_mtime_ns for r in runs}
+
+    # Aggregate: the table's numbers are the per-run JSONs' mean and sample std.
+    assert aggregate.main([str(out), "--best"]) == 0
+    rows = list(csv.DictReader(open(out / "table.csv")))
+    assert [(row["dataset"], row["subset"], row["configuration"]) for row in rows] == [
+        ("scan", "gen", "trafo"), ("scan", "gen", "reluni")]
+    md = (out / "table.md").read_text()
+    for row in rows:
+        accs = [json.loads((out / "scan" / row["configuration"] / f"seed{s}" / "eval" / "gen.json").read_text())["accuracy"]
+                for s in (1, 2)]
+        assert int(row["n"]) == 2
+        assert float(row["mean"]) == pytest.approx(statistics.mean(accs))
+        assert float(row["std"]) == pytest.approx(statistics.stdev(accs))
+        assert f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}" in md
+    assert "| Transformer |" in md and "SCAN tiny: gen" in md
+    assert (out / "plots" / "scan.png").stat().st_size > 1000
+    curves = aggregate.learning_curves(victim.path / "train.log")
+    assert sorted(curves["gen"]) == [3, 6] and sorted(curves["valid"]) == [3, 6]
+
+
+def _train_losses_from(text: str):
+    return {int(m.group(2)): float(m.group(1))
+            for m in re.finditer(r"train_inner \|.*? loss=([0-9.]+),.*?num_updates=(\d+)", text)}
+
+
+# ------------------------------------------------------------------------------------- distributed CPU (gloo)
+def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
+    """2 ranks x batch 8 == 1 process x batch 16: same seed (same init and same length-sorted order), dropout 0,
+    and --curriculum 1 so that the first epoch's batches are not shuffled: batch k of size 16 is then exactly
+    batches 2k and 2k+1 of size 8, which ranks 0 and 1 take (fairseq shards batches round-robin), and fairseq
+    normalizes the summed gradients by the summed sample size. Without --curriculum the batch lists (of different
+    lengths) would be shuffled differently."""
+    flags = (f"{TINY} --dropout 0 --attention-dropout 0 --activation-dropout 0 --lr 1e-3 --max-update 4 "
+             "--log-interval 1 --disable-validation --no-save --curriculum 1 --seed 3").split()
+    env = sweep.tool_env(threads=1)
+    train = ["bash", str(REPO / "scripts" / "train.sh")]
+    logs = {k: open(tmp_path / f"{k}.log", "w") for k in ("single", "ranks")}
+    procs = [
+        subprocess.Popen(train + ["--cpu", "compgen_transformer_scan", str(scan_bin), str(tmp_path / "single"),
+                                  *flags, "--batch-size", "16"], stdout=logs["single"], stderr=subprocess.STDOUT, env=env),
+        subprocess.Popen(train + ["--cpu-procs", "2", "compgen_transformer_scan", str(scan_bin), str(tmp_path / "ranks"),
+                                  *flags, "--batch-size", "8"], stdout=logs["ranks"], stderr=subprocess.STDOUT, env=env),
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0], (tmp_path / "ranks.log").read_text()[-3000:]
+    single, ranks = _train_losses(tmp_path / "single.log"), _train_losses(tmp_path / "ranks.log")
+    assert sorted(single) == sorted(ranks) == [1, 2, 3, 4]
+    for step in single:
+        assert ranks[step] == pytest.approx(single[step], abs=2e-3), (step, single, ranks)
+    assert "distributed init (rank 1)" in (tmp_path / "ranks" / "rank1.log").read_text()
+    assert "'distributed_world_size': 2" in (tmp_path / "ranks.log").read_text()
+    assert "bsz=16" in (tmp_path / "ranks.log").read_text()  # the logged batch is the global one (2 x 8)
+    cmd = (tmp_path / "ranks" / "command.txt").read_text()
+    assert "--distributed-backend gloo" in cmd and "--distributed-no-spawn" in cmd and "--distributed-rank 0" in cmd
+
+
+# ------------------------------------------------------------------------------------------ aggregator, synthetic
+def _fake_sweep(out: Path, accs, logs=None):
+    """accs: {(dataset, config): {seed: {subset: acc}}} as finished runs (None: planned, not finished)."""
+    runs = []
+    for (d, c), seeds in accs.items():
+        for seed, per_subset in seeds.items():
+            folder = out / d / c / f"seed{seed}"
+            runs.append({"dataset": d, "config": c, "seed": seed, "arch": "compgen_transformer", "dir": str(folder),
+                         "subsets": None, "flags": []})
+            folder.mkdir(parents=True)
+            if per_subset is None:
+                continue
+            (folder / "eval").mkdir()
+            for s, a in per_subset.items():
+                (folder / "eval" / f"{s}.json").write_text(json.dumps({"n": 10, "correct": 0, "accuracy": a}))
+            (folder / "done.json").write_text("{}")
+            if logs:
+                (folder / "train.log").write_text(logs(seed))
+    spec = {"name": "fake", "datasets": {"scan": {"label": "SCAN"}}, "configurations": {"b": {"label": "Big"}}}
+    (out / "sweep.json").write_text(json.dumps({"spec": spec, "runs": runs}))
+
+
+def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
+    def log(seed):
+        return "".join(
+            f"2026 | INFO | gen | epoch 001 | valid on 'gen' subset | loss 1 | ppl 2 | accuracy {u / 1000} "
+            f"| wps 1 | num_updates {u}\n" for u in (100, 200)
+        ) + f"junk\n2026 | INFO | gen | epoch 001 | valid on 'gen' subset | loss 1 | accuracy 0.9 | num_updates 200\n"
+
+    _fake_sweep(tmp_path, {
+        ("scan", "a"): {1: {"valid": 1.0, "gen": 0.10}, 2: {"valid": 1.0, "gen": 0.20}, 3: {"valid": 0.97, "gen": 0.60}},
+        ("scan", "b"): {1: {"valid": 0.99, "gen": 0.50}, 2: {"valid": 0.98, "gen": 0.70}, 3: None},
+    }, logs=log)
+    spec, runs, cells = aggregate.collect(tmp_path)
+    a, b = cells["scan", "gen", "a"], cells["scan", "gen", "b"]
+    assert a.mean == pytest.approx(0.3) and a.std == pytest.approx(math.sqrt(((0.2) ** 2 + 0.1 ** 2 + 0.3 ** 2) / 2))
+    assert b.n == 2 and b.planned == 3 and b.std == pytest.approx(math.sqrt(0.02))
+    md = aggregate.markdown_table(spec, cells, best=True, scale=100, digits=1)
+    assert md.splitlines()[0] == "| Configuration | SCAN: valid | SCAN: gen |"
+    assert "| a | **99.0 ± 1.7** | 30.0 ± 26.5 |" in md
+    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) |" in md
+    t = aggregate.markdown_table(spec, cells, transpose=True)
+    assert t.splitlines()[0] == "| Dataset: subset | a | Big |"
+    assert aggregate.main([str(tmp_path), "--best"]) == 0
+    rows = {(r["subset"], r["configuration"]): r for r in csv.DictReader(open(tmp_path / "table.csv"))}
+    assert rows["gen", "b"]["best"] == "1" and rows["gen", "a"]["best"] == "0"
+    assert rows["gen", "a"]["values"] == "1=0.1;2=0.2;3=0.6"
+    # a single seed has no sample std
+    one = aggregate.Cell("scan", "gen", "x", 1, {1: 0.5})
+    assert math.isnan(one.std) and aggregate.format_cell(one, 1, 2) == "0.50 ± -"
+    # learning curves: a later line for the same update (e.g. after a resume) wins
+    assert aggregate.learning_curves(Path(runs[0]["dir"]) / "train.log") == {"gen": {100: 0.1, 200: 0.9}}
+    assert (tmp_path / "plots" / "scan.png").stat().st_size > 1000
+
+
+# ------------------------------------------------------------------------------------------------ sweep files
+SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
+
+
+def test_sweep_files_plan_and_use_registered_archs(tmp_path):
+    from fairseq_compgen.models.standalone import compgen_archs
+
+    archs = set(compgen_archs())
+    presets = {"scan", "cfq", "cfq_universal", "pcfg", "cogs", "cogs_noam", "math"}
+    assert SWEEPS, "no sweep files"
+    for path in SWEEPS:
+        spec = sweep.load_sweep(path)
+        runs = sweep.plan(spec, tmp_path / path.stem)
+        assert runs, path
+        for r in runs:
+            assert r.arch in archs, (path.name, r.name, r.arch)
+            assert r.preset is None or r.preset in presets, (path.name, r.preset)
+        names = [r.name for r in runs]
+        assert len(names) == len(set(names)), path
+
+
+def test_dry_run_prints_commands(tmp_path, scan_bin):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"seeds": [7], "launch": {"gpus": 4}, "datasets": {"d": {"data": str(scan_bin)}},
+                                    "configurations": {"c": {"arch": "rel_uni_transformer", "flags": ["--lr 1e-4"]}}}))
+    said = []
+    sweep.run_sweep(path, tmp_path / "o", dry_run=True, echo=said.append)
+    assert len(said) == 1 and "train.sh --gpus 4 rel_uni_transformer" in said[0]
+    assert said[0].split("\n")[1].endswith("--lr 1e-4 --seed 7") and not (tmp_path / "o").exists()
