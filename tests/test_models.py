@@ -3,7 +3,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.positions import TokenEmbedding, sinusoid

@@ -3,7 +3,6 @@ scripts/train.sh's 2-process CPU run on gloo against the single-process run, and
 import csv
 import json
 import math
-import os
 import random
 import re
 import statistics
@@ -175,7 +174,7 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
         return "".join(
             f"2026 | INFO | gen | epoch 001 | valid on 'gen' subset | loss 1 | ppl 2 | accuracy {u / 1000} "
             f"| wps 1 | num_updates {u}\n" for u in (100, 200)
-        ) + f"junk\n2026 | INFO | gen | epoch 001 | valid on 'gen' subset | loss 1 | accuracy 0.9 | num_updates 200\n"
+        ) + "junk\n2026 | INFO | gen | epoch 001 | valid on 'gen' subset | loss 1 | accuracy 0.9 | num_updates 200\n"
 
     _fake_sweep(tmp_path, {
         ("scan", "a"): {1: {"valid": 1.0, "gen": 0.10}, 2: {"valid": 1.0, "gen": 0.20}, 3: {"valid": 0.97, "gen": 0.60}},

@@ -18,13 +18,11 @@ fairseq-generate without ``--post-process`` or with it: already-removed subwords
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
-from fairseq_compgen.data.io import DataError, atomic_write_text
-from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output
+from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
 
 def remove_bpe(text: str, kind: str) -> str:
@@ -104,13 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     print(f"signature: {result['signature']}")
     print(result["str"])
     if args.json_out:
-        atomic_write_text(args.json_out, json.dumps(result, indent=2, sort_keys=True) + "\n")
+        write_json(args.json_out, result)
     return result
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ScoringError, DataError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_cli(main)

@@ -13,15 +13,14 @@ COMP is a proxy: a synonym in the right order counts as a miss (the paper's foot
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.data.io import DataError, atomic_write_text
+from fairseq_compgen.data.io import DataError
 from fairseq_compgen.scoring.bleu import remove_bpe
-from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output
+from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
 Meta = Tuple[str, str, frozenset, frozenset]
 _WORD = re.compile(r"[^\W_]+")
@@ -81,13 +80,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
             res = score_generate_output(f, meta, args.generate_log)
     print(f"COMP: {res['comp']:.4f} ({res['hits']}/{res['n']} hypotheses with both the French adjective and noun)")
     if args.json_out:
-        atomic_write_text(args.json_out, json.dumps(res, indent=2, sort_keys=True) + "\n")
+        write_json(args.json_out, res)
     return res
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ScoringError, DataError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_cli(main)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -192,13 +191,23 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
             result = score_generate_output(f, categories, args.expected_count, source=str(path))
     print(format_table(result))
     if args.json_out:
-        atomic_write_text(args.json_out, json.dumps(result, indent=2, sort_keys=True) + "\n")
+        write_json(args.json_out, result)
     return result
 
 
-if __name__ == "__main__":
+def write_json(path, result: dict) -> None:
+    """The scorers' JSON output, written atomically."""
+    atomic_write_text(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+def run_cli(main) -> None:
+    """Entry point shared by the scorers: a data or scoring error becomes one line on stderr and exit code 1."""
     try:
         main()
     except (ScoringError, DataError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,10 +1,10 @@
 """The `compgen` task: fairseq's translation task plus the evaluation compositional-generalization papers use.
 
-* During validation it decodes greedily on every `--valid-subset` (e.g. `valid,gen`) and logs exact-match
+* During validation (unless `--no-eval-accuracy`) it decodes greedily on every `--valid-subset` (e.g. `valid,gen`) and logs exact-match
   sequence accuracy as Csordás et al. (2021) define it (spec_000 §1: all tokens and the length match), as
   `accuracy` per subset, so `--best-checkpoint-metric accuracy --maximize-best-checkpoint-metric` selects by
   accuracy (fairseq selects on the *first* listed valid subset). No early stopping is implied.
-* `tf_accuracy` (on by default, `--eval-tf-accuracy`): Ontañón et al.'s notebook metric, teacher-forced argmax cut
+* `tf_accuracy` (on by default, `--no-eval-tf-accuracy` to skip): Ontañón et al.'s notebook metric, teacher-forced argmax cut
   at the first EOS (spec_001 §8); equal to `accuracy` for a deterministic model, logged for comparison.
 * `--eval-oracle-length` also logs `oracle_accuracy` (decode to the reference length, EOS forbidden).
 * Every input gets a hypothesis: batches are built with `required_batch_size_multiple = 1`, because fairseq
@@ -27,15 +27,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CompgenConfig(TranslationConfig):
-    eval_accuracy: bool = field(
-        default=True,
-        metadata={"help": "decode greedily on every validation subset and log exact-match `accuracy` "
-                          "(tokens and length must match; Csordás et al. 2021)"},
+    # Both metrics are on by default; the flags switch them off (fairseq turns a True-default bool into a
+    # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
+    no_eval_accuracy: bool = field(
+        default=False,
+        metadata={"help": "do not decode greedily on the validation subsets (by default exact-match `accuracy` is "
+                          "logged per subset: tokens and length must match; Csordás et al. 2021)"},
     )
-    eval_tf_accuracy: bool = field(
-        default=True,
-        metadata={"help": "also log `tf_accuracy`: Ontañón et al.'s notebook metric, teacher-forced argmax cut at "
-                          "the first EOS (spec_001 §8), beside the greedy `accuracy`"},
+    no_eval_tf_accuracy: bool = field(
+        default=False,
+        metadata={"help": "do not log `tf_accuracy` (by default logged: Ontañón et al.'s notebook metric, "
+                          "teacher-forced argmax cut at the first EOS, spec_001 §8, beside the greedy `accuracy`)"},
     )
     eval_oracle_length: bool = field(
         default=False,
@@ -80,11 +82,11 @@ class CompgenTask(TranslationTask):
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
-        if self.cfg.eval_accuracy:
+        if not self.cfg.no_eval_accuracy:
             correct = batch_exact_match(model, sample, pad, eos)
             logging_output["_em_correct"] = int(correct.sum())
             logging_output["_em_total"] = correct.numel()
-        if self.cfg.eval_tf_accuracy:
+        if not self.cfg.no_eval_tf_accuracy:
             logging_output["_em_tf_correct"] = int(teacher_forced_exact_match(model, sample, pad, eos).sum())
             logging_output.setdefault("_em_total", sample["target"].size(0))
         if self.cfg.eval_oracle_length:

@@ -7,8 +7,6 @@ reference length + 1 steps cannot change the verdict, so that is the step budget
 Oracle length (Newman et al. 2020 "+EOS+Oracle", the authors' code's oracle accuracy): the EOS logit
 is set to -inf and exactly the reference length is decoded; the first ref_len tokens are compared.
 """
-from typing import Optional
-
 import torch
 from torch import Tensor
 

@@ -1,0 +1,46 @@
+"""`compgen-help [ARCH]`: the flags of our models and task, with the defaults a preset sets.
+
+fairseq-train's own `--help` stops before it adds model- and task-specific flags (it prints help during its
+first parse), so this command shows them: every flag of `compgen_transformer` (or of ARCH's model) with its
+help text, the preset's default values, and the flags of the `compgen` task.
+
+    compgen-help                      # list the registered architectures
+    compgen-help rel_uni_transformer  # flags and defaults of one preset
+"""
+import argparse
+import sys
+
+import fairseq_compgen  # noqa: F401  (registers everything)
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+from fairseq_compgen.models.standalone import compgen_archs
+from fairseq_compgen.tasks.compgen import CompgenConfig
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        print("architectures:", " ".join(compgen_archs()))
+        return
+    arch = argv[0]
+    if arch not in ARCH_MODEL_REGISTRY:
+        sys.exit(f"compgen-help: unknown architecture {arch!r}; run compgen-help for the list")
+    model_parser = argparse.ArgumentParser(prog=f"--arch {arch}", add_help=False,
+                                           argument_default=argparse.SUPPRESS)
+    ARCH_MODEL_REGISTRY[arch].add_args(model_parser)
+    defaults = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[arch](defaults)
+    print(model_parser.format_help())
+    print(f"defaults set by --arch {arch}:")
+    for k, v in sorted(vars(defaults).items()):
+        print(f"  --{k.replace('_', '-')} {v}")
+    task_parser = argparse.ArgumentParser(prog="--task compgen", add_help=False)
+    gen_parser_from_dataclass(task_parser, CompgenConfig())
+    print()
+    print(task_parser.format_help())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command: set up (idempotent, fast the second time), then the whole pytest suite on CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
