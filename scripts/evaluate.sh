@@ -32,8 +32,10 @@ print(len(tgt), int(tgt.sizes.max()))
 PY
 )
   [ -n "${maxlen:-}" ] || { echo "evaluate.sh: could not read subset $subset of $data" >&2; exit 2; }
+  # --min-len 0: fairseq forbids EOS at the first step by default, which would give an empty prediction a second
+  # chance; Csordás et al.'s greedy decoding (and the task's validation `accuracy`) has no minimum length.
   fairseq-generate "$data" --user-dir "$root/fairseq_compgen" --task compgen --path "$ckpt" --gen-subset "$subset" \
-    --beam 1 --nbest 1 --max-len-a 0 --max-len-b "$maxlen" --batch-size 256 --required-batch-size-multiple 1 \
+    --beam 1 --nbest 1 --min-len 0 --max-len-a 0 --max-len-b "$maxlen" --batch-size 256 --required-batch-size-multiple 1 \
     ${GENERATE_FLAGS:-} > "$out/$subset.generate.txt.tmp"
   mv "$out/$subset.generate.txt.tmp" "$out/$subset.generate.txt"
   cats=()

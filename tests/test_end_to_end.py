@@ -83,7 +83,8 @@ def test_evaluate_script_scores_gen(trained, scan):
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):
     """The task's own greedy decoding (used for `accuracy` during training) must produce exactly the hypotheses of
-    fairseq's SequenceGenerator with beam 1 (used by fairseq-generate)."""
+    fairseq's SequenceGenerator with beam 1 and --min-len 0 (what scripts/evaluate.sh runs; fairseq's default
+    --min-len 1 forbids an empty prediction, which Csordás et al.'s greedy decoding allows)."""
     from fairseq import checkpoint_utils
 
     from fairseq_compgen.tasks.greedy import greedy_decode
@@ -95,7 +96,7 @@ def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):
     task.load_dataset("gen")
     itr = task.get_batch_iterator(task.dataset("gen"), max_sentences=64).next_epoch_itr(shuffle=False)
     sample = next(itr)
-    gen = task.build_generator(models, argparse_ns(beam=1, max_len_a=0, max_len_b=50, min_len=1))
+    gen = task.build_generator(models, argparse_ns(beam=1, max_len_a=0, max_len_b=50, min_len=0))
     hyps = task.inference_step(gen, models, sample)
     eos = task.target_dictionary.eos()
     net = sample["net_input"]
