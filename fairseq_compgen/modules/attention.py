@@ -106,7 +106,8 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
         elif cache is not None:  # encoder keys/values are computed once per sentence
             k, v = cache["k"], cache["v"]
-            start = int(cache["steps"][0])  # decoder steps already seen: the query position (for cross scorers)
+            if self.scorer is not None:  # decoder steps already seen = the query position (only scorers need it;
+                start = int(cache["steps"][0])  # reading it from the tensor costs a device sync per step)
             self.set_incremental_state(incremental_state, self._cache_key(depth),
                                        {"k": k, "v": v, "steps": cache["steps"] + Tq})
         else:
@@ -131,14 +132,17 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         if key_padding_mask is not None:
             pad = key_padding_mask.view(B, 1, 1, Tk)
             blocked = pad if blocked is None else (blocked | pad)
-        if bias is None:
+        is_causal = False
+        if bias is None and causal and key_padding_mask is None and Tq == Tk:
+            attn_mask, is_causal = None, True  # lets SDPA pick a fused kernel instead of materializing the mask
+        elif bias is None:
             attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
         else:
             attn_mask = bias.to(q.dtype)
             if blocked is not None:
                 attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
         out = F.scaled_dot_product_attention(
-            q_content, k, v, attn_mask=attn_mask,
+            q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
         )  # [B, H, Tq, dh]
         out = out.transpose(1, 2).reshape(B, Tq, self.embed_dim)
