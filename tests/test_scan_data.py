@@ -181,13 +181,13 @@ def test_download_goes_through_a_temp_name_and_fails_clearly(tmp_path, monkeypat
     import io
     import urllib.error
 
-    from fairseq_compgen.data import scan
+    from fairseq_compgen.data import download, scan
 
     def fake_urlopen(url, timeout=None):
         assert url.startswith(scan.SCAN_RAW_URL + "template_split/")
         return io.BytesIO(b"IN: jump OUT: I_JUMP\nIN: walk right OUT: I_TURN_RIGHT I_WALK\n")
 
-    monkeypatch.setattr(scan.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(download.urllib.request, "urlopen", fake_urlopen)
     s = build_split("opposite_right", cache_dir=tmp_path)
     assert s["train"] == s["test"] == [("jump", "I_JUMP"), ("walk right", "I_TURN_RIGHT I_WALK")]
     files = sorted(p.name for p in (tmp_path / "template_split").iterdir())

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 
 CFQ_URL = "https://storage.googleapis.com/cfq_dataset/cfq1.1.tar.gz"
 HINT = (
@@ -281,13 +281,6 @@ def download_tarball(cache_dir: Optional[Path] = None) -> Path:
 # ---------------------------------------------------------------------------
 
 
-def _read_lines(path: Path) -> List[str]:
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
 
 def load_preprocessed(folder: Path) -> Dict[str, List[Pair]]:
     """``{train,dev,test}.question.txt`` / ``.query.txt`` (already preprocessed) -> subset -> pairs.
@@ -302,7 +295,7 @@ def load_preprocessed(folder: Path) -> Dict[str, List[Pair]]:
         for p in paths:
             if not p.is_file():
                 raise FileNotFoundError(f"CFQ preprocessed {subset} file not found: {p}")
-        qs, ys = _read_lines(paths[0]), _read_lines(paths[1])
+        qs, ys = read_data_lines(paths[0]), read_data_lines(paths[1])
         if len(qs) != len(ys):
             shorter = paths[0] if len(qs) < len(ys) else paths[1]
             raise DataError(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 
 COGS_RAW_URL = "https://raw.githubusercontent.com/najoungkim/COGS/main/data/"
 TRAIN_FILES = ("train", "train_100")
@@ -42,12 +42,7 @@ def read_tsv(path, what: str = "COGS data") -> List[Example]:
     empty line is allowed); otherwise :class:`DataError` names the file and line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what}: file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    while lines and lines[-1].strip() == "":
-        lines.pop()
+    lines = read_data_lines(path, what)
     out = []
     for lineno, line in enumerate(lines, start=1):
         fields = line.rstrip("\r").split("\t")

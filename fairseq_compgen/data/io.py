@@ -72,3 +72,18 @@ def atomic_write_lines(path: PathLike, lines: Iterable[str]) -> None:
             raise ValueError(f"{os.fspath(path)}: line {i + 1} to write contains a newline: {line[:80]!r}")
         out.append(line + "\n")
     atomic_write_text(path, "".join(out))
+
+
+def read_data_lines(path: PathLike, what: str = "data file") -> list:
+    """The lines of a text data file (without newlines); empty lines at its end are dropped.
+
+    A missing file raises FileNotFoundError naming the file and ``what`` it was for.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what}: file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    return lines

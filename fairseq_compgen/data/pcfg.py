@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 
 UNARY = {
     "copy": lambda x: x,
@@ -114,13 +114,6 @@ def interpret(program: str) -> str:
     return " ".join(value)
 
 
-def _read_lines(path: Path) -> List[str]:
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
 
 def read_pairs(src_path, tgt_path, validate: bool = True) -> List[Pair]:
     """Aligned lines of a ``.src``/``.tgt`` pair of files.
@@ -132,7 +125,7 @@ def read_pairs(src_path, tgt_path, validate: bool = True) -> List[Pair]:
     for p in (src_path, tgt_path):
         if not p.is_file():
             raise FileNotFoundError(f"PCFG SET file not found: {p}")
-    srcs, tgts = _read_lines(src_path), _read_lines(tgt_path)
+    srcs, tgts = read_data_lines(src_path), read_data_lines(tgt_path)
     if len(srcs) != len(tgts):
         raise DataError(
             src_path if len(srcs) < len(tgts) else tgt_path, min(len(srcs), len(tgts)) + 1,

@@ -45,14 +45,13 @@ brendenlake/SCAN repository) or downloaded from GitHub.
 from __future__ import annotations
 
 import re
-import urllib.request  # noqa: F401  (tests replace urllib.request.urlopen through this module)
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from fairseq_compgen.data import download as _download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 
 Pair = Tuple[str, str]
 
@@ -210,12 +209,7 @@ def read_scan_file(path, what: str = "SCAN data") -> List[Pair]:
     ``what`` says what the file was for, in the error for a missing file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what}: file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    while lines and lines[-1].strip() == "":
-        lines.pop()
+    lines = read_data_lines(path, what)
     pairs: List[Pair] = []
     for lineno, line in enumerate(lines, start=1):
         m = _LINE_RE.match(line)
