@@ -196,7 +196,7 @@ def test_download_goes_through_a_temp_name_and_fails_clearly(tmp_path, monkeypat
     def no_network(url, timeout=None):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(scan.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(download.urllib.request, "urlopen", no_network)
     with pytest.raises(RuntimeError, match=r"could not download .*tasks_train_template_right.txt.*--scan-dir"):
         build_split("right", cache_dir=tmp_path / "empty")
     assert not list((tmp_path / "empty").rglob("*.txt*")), "no partial file may be left"
