@@ -7,7 +7,7 @@ output-length split (query_complexity), as in Csordás, Irie & Schmidhuber (2021
 
     python data-prep/cfq.py --split mcd1 [--split mcd2 ...] --out data/cfq \
         [--cfq-tarball cfq1.1.tar.gz | --cfq-dir DIR | --preprocessed-dir DIR] \
-        [--joined-dictionary] [--no-binarize] [--no-count-check]
+        [--joined-dictionary] [--no-binarize] [--no-count-check] [--intermediate]
 
 Source: ``cfq1.1.tar.gz`` (downloaded when no local source is given), read in
 one streaming pass ('r|gz'; dataset.json parsed incrementally, progress on
@@ -16,7 +16,9 @@ or ``--cfq-dir``, the extracted ``cfq/`` folder; or ``--preprocessed-dir``, alre
 preprocessed ``{train,dev,test}.question.txt`` / ``.query.txt`` files of one split.
 Writes ``OUT/<split>/{train,valid,test}.{src,tgt}`` (valid = CFQ's dev set, from
 the generalization distribution) and binaries in ``OUT/<split>/bin/``.
-Counts are checked against spec_000 Table 10.
+Counts are checked against spec_000 Table 10.  ``--intermediate`` writes the
+targets in the CFQ-im form of Ontañón et al. (2022) (fairseq_compgen/data/cfq_im.py;
+restore hypotheses with ``python -m fairseq_compgen.data.cfq_im restore``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Dict, Optional, Sequence
 if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairseq_compgen.data import cfq
+from fairseq_compgen.data import cfq, cfq_im
 from fairseq_compgen.data.binarize import add_common_args, prepare_split
 
 
@@ -48,6 +50,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         "--preprocessed-dir", type=Path,
         help="already preprocessed {train,dev,test}.question.txt/.query.txt of ONE split (given by --split)",
     )
+    p.add_argument("--intermediate", action="store_true",
+                   help="write targets as CFQ-im (Cartesian products compressed; fairseq_compgen/data/cfq_im.py)")
     add_common_args(p)
     args = p.parse_args(argv)
     splits = []
@@ -72,10 +76,13 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, dict]]:
         data = cfq.load_from_tarball(tarball, args.split)
     results = {}
     for split in args.split:
+        pairs = data.pop(split)
+        if args.intermediate:
+            pairs = {sub: [(q, cfq_im.to_im(y)) for q, y in ps] for sub, ps in pairs.items()}
         results[split] = prepare_split(
-            f"CFQ split {split}",
+            f"CFQ split {split}" + (" (CFQ-im targets)" if args.intermediate else ""),
             args.out / split,
-            data.pop(split),
+            pairs,
             joined=args.joined_dictionary,
             binarize_data=not args.no_binarize,
             expected=cfq.EXPECTED[split],

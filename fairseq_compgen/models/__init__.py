@@ -5,3 +5,4 @@ from fairseq_compgen.models import archs_chaabouni  # noqa: F401,I001  (Chaaboun
 from fairseq_compgen.models import archs_ontanon  # noqa: F401,I001  (Ontañón et al. 2022 presets)
 from fairseq_compgen.models import syntactic_attention  # noqa: F401,I001  (Russin et al. 2019)
 from fairseq_compgen.models import archs_park_kim  # noqa: F401,I001  (Park & Kim 2024 presets)
+from fairseq_compgen.models import tagger  # noqa: F401,I001  (Ontañón et al. 2022 §4.5.1: encoder-only tagger)

@@ -3,7 +3,7 @@ import argparse
 from typing import Optional
 
 from fairseq.data import Dictionary
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel
 
 
 def make_dictionary(n_words: int) -> Dictionary:
@@ -34,5 +34,5 @@ def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, joined: Opti
 
 
 def compgen_archs():
-    """Every architecture registered by this package, sorted."""
-    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_compgen"))
+    """Every encoder-decoder architecture registered by this package, sorted."""
+    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_compgen") and issubclass(cls, FairseqEncoderDecoderModel))  # encoder-only taggers have no decoder to step

@@ -1,0 +1,71 @@
+#!/usr/bin/env python
+"""Prepare COGS as sequence tagging (Ontañón et al. 2022, "Making Transformers
+Solve Compositional Tasks", ACL, Section 4.5.1; spec_001 §6.1).
+
+COGS: Kim & Linzen (2020), EMNLP.  Every sentence token gets 5 tags
+(fairseq_compgen/data/cogs_tagging.py), written as aligned text files:
+
+    python data-prep/cogs_tagging.py --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
+
+Writes ``OUT/{train,valid,test,gen}.{src,parent,role,category,noun_type,verb_name,lf}``
+(``.src`` = the sentence, whitespace tokens with the final "."; one tag per
+token on each tag line, ``_`` for an empty tag; ``.lf`` = the reference
+logical form) and ``gen.cat`` (the category of every gen line).  Every example
+is checked to round-trip (tags -> the reference logical form) before anything
+is written; a failure is an error naming file and line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fairseq_compgen.data import cogs
+from fairseq_compgen.data import cogs_tagging as ct
+from fairseq_compgen.data.io import DataError, atomic_write_text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--cogs-dir", type=Path, help="local copy of the COGS data/ folder (else downloaded)")
+    p.add_argument("--train", default="train", choices=cogs.TRAIN_FILES)
+    args = p.parse_args(argv)
+    data = cogs.load(args.train, args.cogs_dir)
+    stems = {"train": args.train, **cogs.SUBSET_FILES}
+    files: Dict[str, str] = {}
+    counts = {}
+    for subset, examples in data.items():
+        cols = {k: [] for k in ("src", "lf", *ct.FIELDS)}
+        source = str((args.cogs_dir or Path("<download>")) / f"{stems[subset]}.tsv")
+        for lineno, (src, lf, cat) in enumerate(examples, start=1):
+            try:
+                tags = ct.to_tags(src, lf, primitive=(cat == "primitive"), where=f"{source}:{lineno}")
+                if ct.from_tags(src, tags) != lf:
+                    raise ct.TaggingError("tags do not reconstruct the logical form")
+            except ct.TaggingError as e:
+                raise DataError(source, lineno, f"a taggable COGS example ({e})", src) from None
+            cols["src"].append(src)
+            cols["lf"].append(lf)
+            for k, v in ct.tags_to_lines(tags).items():
+                cols[k].append(v)
+        for k, lines in cols.items():
+            files[f"{subset}.{k}"] = "\n".join(lines) + "\n"
+        if subset == "gen":
+            files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
+        counts[subset] = len(examples)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        atomic_write_text(args.out / name, text)
+    print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    return counts
+
+
+if __name__ == "__main__":
+    main()

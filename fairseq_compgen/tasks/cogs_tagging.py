@@ -1,0 +1,219 @@
+"""The `cogs_tagging` task and criterion: COGS as sequence tagging.
+
+Ontañón, Ainslie, Cvicek & Fisher (2022), "Making Transformers Solve
+Compositional Tasks", ACL, Section 4.5.1 (spec_001 §6.1).  Data: the text files
+of data-prep/cogs_tagging.py (``SUBSET.{src,parent,role,category,noun_type,
+verb_name,lf}``), loaded in memory (COGS is small).  Source tokens in (no
+BOS/EOS, right-padded), 5 tags out, aligned 1:1 with the tokens; the model is
+`compgen_tagger` (fairseq_compgen/models/tagger.py).
+
+Loss (criterion `cogs_tagging`): mean of the 5 cross-entropies over non-pad
+tokens (as the released code).  Validation logs ``tag_accuracy`` (all 5 tags
+right at every token: the released code's metric) and ``exact_match`` (the
+logical form rebuilt from the predicted tags by
+fairseq_compgen/data/cogs_tagging.py equals the reference).
+
+    fairseq-train DATA --user-dir fairseq_compgen --task cogs_tagging --arch compgen_tagger \
+        --criterion cogs_tagging --optimizer adam --lr 5e-4 --batch-size 64 --max-epoch 16 \
+        --valid-subset valid,gen --best-checkpoint-metric exact_match --maximize-best-checkpoint-metric
+"""
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.data import Dictionary, FairseqDataset
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+
+from fairseq_compgen.data import cogs_tagging as ct
+from fairseq_compgen.data.io import DataError
+
+logger = logging.getLogger(__name__)
+TAG_FIELDS = ct.FIELDS[1:]  # role, category, noun_type, verb_name (parent is a position)
+SUBSETS = ("train", "valid", "test", "gen")
+
+
+def _read(path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"COGS tagging file not found: {path} (made by data-prep/cogs_tagging.py)")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+class TaggingDataset(FairseqDataset):
+    def __init__(self, src, tags, lfs, src_dict, tag_dicts):
+        self.src, self.tags, self.lfs = src, tags, lfs
+        self.src_dict, self.tag_dicts = src_dict, tag_dicts
+        self.sizes = np.array([len(s.split()) for s in src])
+
+    def __getitem__(self, i):
+        words = self.src[i].split()
+        t = self.tags[i]
+        return {
+            "id": i,
+            "src": torch.LongTensor([self.src_dict.index(w) for w in words]),
+            "parent": torch.LongTensor([p if p >= 0 else k for k, p in enumerate(t.parent)]),  # self = no parent
+            **{f: torch.LongTensor([self.tag_dicts[f].index(x or ct.EMPTY) for x in getattr(t, f)]) for f in TAG_FIELDS},
+        }
+
+    def __len__(self):
+        return len(self.src)
+
+    def num_tokens(self, i):
+        return int(self.sizes[i])
+
+    def size(self, i):
+        return int(self.sizes[i])
+
+    def ordered_indices(self):
+        return np.argsort(self.sizes, kind="mergesort")
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        n = max(len(s["src"]) for s in samples)
+        pad = self.src_dict.pad()
+
+        def stack(key, value):
+            out = torch.full((len(samples), n), value, dtype=torch.long)
+            for b, s in enumerate(samples):
+                out[b, : len(s[key])] = s[key]
+            return out
+
+        target = {"parent": stack("parent", -100), **{f: stack(f, self.tag_dicts[f].pad()) for f in TAG_FIELDS}}
+        return {
+            "id": torch.LongTensor([s["id"] for s in samples]),
+            "src_text": [self.src[s["id"]] for s in samples],
+            "lf": [self.lfs[s["id"]] for s in samples],
+            "nsentences": len(samples),
+            "ntokens": sum(len(s["src"]) for s in samples),
+            "net_input": {"src_tokens": stack("src", pad), "src_lengths": torch.LongTensor([len(s["src"]) for s in samples])},
+            "target": target,
+        }
+
+
+@dataclass
+class CogsTaggingConfig(FairseqDataclass):
+    data: str = field(default="", metadata={"help": "folder written by data-prep/cogs_tagging.py"})
+
+
+@register_task("cogs_tagging", dataclass=CogsTaggingConfig)
+class CogsTaggingTask(FairseqTask):
+    def __init__(self, cfg, src_dict, tag_dicts):
+        super().__init__(cfg)
+        self.src_dict, self.tag_dictionaries = src_dict, tag_dicts
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        # Vocabularies over every subset present (like data-prep/cogs.py --dict-from all): gen words are known.
+        src_dict, tag_dicts = Dictionary(), {f: Dictionary() for f in TAG_FIELDS}
+        for sub in SUBSETS:
+            if not os.path.isfile(os.path.join(cfg.data, f"{sub}.src")):
+                continue
+            for line in _read(os.path.join(cfg.data, f"{sub}.src")):
+                for w in line.split():
+                    src_dict.add_symbol(w)
+            for f in TAG_FIELDS:
+                for line in _read(os.path.join(cfg.data, f"{sub}.{f}")):
+                    for w in line.split():
+                        tag_dicts[f].add_symbol(w)
+        logger.info("cogs_tagging: %d source words; tags %s", len(src_dict), {f: len(d) for f, d in tag_dicts.items()})
+        return cls(cfg, src_dict, tag_dicts)
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        base = os.path.join(self.cfg.data, split)
+        src, lfs = _read(base + ".src"), _read(base + ".lf")
+        cols = {f: _read(f"{base}.{f}") for f in ct.FIELDS}
+        tags = []
+        for k, s in enumerate(src):
+            try:
+                t = ct.tags_from_lines({f: cols[f][k] for f in ct.FIELDS})
+            except (ct.TaggingError, IndexError) as e:
+                raise DataError(base + ".parent", k + 1, f"tag lines aligned with {base}.src ({e})", s) from None
+            if len(t) != len(s.split()):
+                raise DataError(base + ".parent", k + 1, f"{len(s.split())} tags (one per token)", cols["parent"][k])
+            tags.append(t)
+        self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries)
+        logger.info("cogs_tagging %s: %d examples", split, len(src))
+
+    @property
+    def source_dictionary(self):
+        return self.src_dict
+
+    @property
+    def target_dictionary(self):
+        return None
+
+    def max_positions(self):
+        return None
+
+    def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
+        return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
+
+    def valid_step(self, sample, model, criterion):
+        loss, sample_size, log = super().valid_step(sample, model, criterion)
+        model.eval()
+        with torch.no_grad():
+            net_output = model(**sample["net_input"])
+        pred = {f: net_output[f].argmax(-1).cpu() for f in ("parent",) + TAG_FIELDS}
+        target = {f: t.cpu() for f, t in sample["target"].items()}
+        exact = tags_ok = 0
+        for b, (words, lf) in enumerate(zip(sample["src_text"], sample["lf"])):
+            n = len(words.split())
+            tags_ok += all(bool((pred[f][b, :n] == target[f][b, :n]).all()) for f in pred)
+            tags = ct.Tags(
+                [-1 if p == k else p for k, p in enumerate(pred["parent"][b, :n].tolist())],
+                *[[("" if x == ct.EMPTY else x) for x in (self.tag_dictionaries[f][i] for i in pred[f][b, :n].tolist())]
+                  for f in TAG_FIELDS],
+            )
+            try:
+                exact += ct.from_tags(words, tags) == lf
+            except ct.TaggingError:  # tags that describe no logical form: wrong
+                pass
+        log["exact_match_n"] = exact
+        log["tag_accuracy_n"] = tags_ok
+        return loss, sample_size, log
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        n = sum(log.get("nsentences", 0) for log in logging_outputs)
+        for key in ("exact_match", "tag_accuracy"):
+            if any(f"{key}_n" in log for log in logging_outputs) and n:
+                total = sum(log.get(f"{key}_n", 0) for log in logging_outputs)
+                metrics.log_scalar(key, total / n, n, priority=0, round=4)  # weighted: called once per batch
+
+
+@register_criterion("cogs_tagging")
+class CogsTaggingCriterion(FairseqCriterion):
+    """Mean of the 5 per-token cross-entropies (parent + 4 tag heads), summed over non-pad tokens."""
+
+    def forward(self, model, sample, reduce=True):
+        out = model(**sample["net_input"])
+        tgt = sample["target"]
+        ntokens = sample["ntokens"]
+        loss = F.cross_entropy(out["parent"].flatten(0, 1).float(), tgt["parent"].flatten(), ignore_index=-100,
+                               reduction="sum")
+        for f in TAG_FIELDS:
+            pad = self.task.tag_dictionaries[f].pad()
+            loss = loss + F.cross_entropy(out[f].flatten(0, 1).float(), tgt[f].flatten(), ignore_index=pad,
+                                          reduction="sum")
+        loss = loss / 5
+        log = {"loss": loss.data, "ntokens": ntokens, "nsentences": sample["nsentences"], "sample_size": ntokens}
+        return loss, ntokens, log
+
+    @staticmethod
+    def reduce_metrics(logging_outputs):
+        loss = sum(log.get("loss", 0) for log in logging_outputs)
+        n = sum(log.get("sample_size", 0) for log in logging_outputs)
+        metrics.log_scalar("loss", float(loss) / max(n, 1) / np.log(2), n, round=3)
+
+    @staticmethod
+    def logging_outputs_can_be_summed():
+        return True
