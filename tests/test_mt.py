@@ -224,13 +224,23 @@ def test_comp_on_hand_built_generate_log(tmp_path):
         comp.read_meta(tmp_path / "bad.comp")
 
 
-def test_comp_as_validation_metric(europarl, tmp_path):
+def test_europarl_train_comp_validation_generate_comp_and_bleu(europarl, tmp_path):
     split, _ = europarl
     data = split / "bin"
     log = run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", *TINY, *TRAIN,
                "--max-update", "2", "--save-dir", tmp_path, "--valid-subset", "valid,test",
-               "--eval-comp", data / "test.comp", "--no-save"])
+               "--eval-comp", data / "test.comp"])
     m = re.search(r"valid on 'test' subset \|.*\| comp ([0-9.]+) \|", log)
     assert m, log[-3000:]
     assert 0.0 <= float(m.group(1)) <= 1.0
     assert not re.search(r"valid on 'valid' subset \|.*\| comp ", log)
+    # ... and the same run through fairseq-generate, then the COMP and BLEU scorers over its output
+    gen = run([BIN / "fairseq-generate", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
+               "--path", tmp_path / "checkpoint_best.pt", "--gen-subset", "test", "--beam", "1", "--min-len", "0",
+               "--max-len-b", "20", "--cpu"])
+    n_test = len(comp.read_meta(data / "test.comp"))
+    assert len(re.findall(r"^H-\d+\t", gen, flags=re.M)) == n_test > 0
+    (tmp_path / "gen.txt").write_text(gen, encoding="utf-8")
+    res = comp.main([str(tmp_path / "gen.txt"), "--meta", str(data / "test.comp")])
+    assert res["n"] == n_test and 0 <= res["hits"] <= n_test
+    assert 0.0 <= bleu.main([str(tmp_path / "gen.txt")])["bleu"] <= 100.0
