@@ -7,8 +7,9 @@ systematicity", ICML) and the exact-match scorer.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Iterator, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -37,20 +38,15 @@ class DataError(ValueError):
         super().__init__(msg)
 
 
-def atomic_write_text(path: PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, then ``os.replace``).
-
-    Parent folders are created. On any error the temp file is removed and
-    ``path`` is left untouched.
-    """
+@contextmanager
+def staged_path(path: PathLike, hidden: bool = False) -> Iterator[Path]:
+    """Yields a temporary path in ``path``'s folder; on success it is renamed to ``path`` (``os.replace``), on any
+    error it is removed and ``path`` is left untouched. Parent folders are created. ``hidden`` prefixes a dot."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f"{'.' if hidden else ''}{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -58,6 +54,15 @@ def atomic_write_text(path: PathLike, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_text(path: PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then ``os.replace``)."""
+    with staged_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def atomic_write_lines(path: PathLike, lines: Iterable[str]) -> None:

@@ -17,7 +17,6 @@ as the visible token ``_`` (:data:`SPACE`); a text that already contains
 
 from __future__ import annotations
 
-import os
 import sys
 import tarfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, staged_path
 
 MATH_URL = "https://storage.googleapis.com/mathematics-dataset/mathematics_dataset-v1.0.tar.gz"
 TAR_ROOT = "mathematics_dataset-v1.0"
@@ -160,10 +159,7 @@ def extract_members(tarball: Path, dest: Path, modules: Iterable[str] = MODULES)
                 rel = "/".join(parts[1:]) if parts[0] == TAR_ROOT else member.name
                 if rel not in todo:
                     continue
-                out = dest / rel
-                out.parent.mkdir(parents=True, exist_ok=True)
-                tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-                try:
+                with staged_path(dest / rel, hidden=True) as tmp:
                     src = tar.extractfile(member)
                     with open(tmp, "wb") as f:
                         while True:
@@ -171,13 +167,6 @@ def extract_members(tarball: Path, dest: Path, modules: Iterable[str] = MODULES)
                             if not chunk:
                                 break
                             f.write(chunk)
-                    os.replace(tmp, out)
-                except BaseException:
-                    try:
-                        tmp.unlink()
-                    except FileNotFoundError:
-                        pass
-                    raise
                 todo.discard(rel)
                 print(f"  extracted {member.name}", file=sys.stderr, flush=True)
                 if not todo:
