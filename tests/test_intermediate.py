@@ -267,3 +267,12 @@ def test_cogs_tagging_task_model_and_criterion(tmp_path):
     sample["target"]["verb_name"][0, :] = task.tag_dictionaries["verb_name"].index(ct.EMPTY)
     _, _, vlog = task.valid_step(sample, oracle, crit)
     assert (vlog["exact_match_n"], vlog["tag_accuracy_n"]) == (7, 8)
+    # the preset of Table 5's best tagging column: rel-eb self-attention, small size, one layer applied twice
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    preset = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY["ontanon_tagging_rel_eb_small_2s"](preset)
+    tagger = CompgenTaggerModel.build_model(preset, task)
+    assert preset.encoder_embed_dim == 64 and preset.self_attn_pos == "rel-eb"
+    assert len(tagger.encoder.stack.layers) == 1 and tagger.encoder.stack.num_layers == 2
+    assert tagger(**sample["net_input"])["parent"].shape == (B, S, S)

@@ -66,8 +66,11 @@ def arch_name(row: str) -> str:
 
 
 def _preset(row: str):
-    pos, copy, (d, f, h), layers, shared = CONFIGS[row]
-    absolute, self_pos, cross_pos = POSITIONS[pos]
+    return _preset_from(*CONFIGS[row])
+
+
+def _preset_from(pos, copy, size, layers, shared):
+    (d, f, h), (absolute, self_pos, cross_pos) = size, POSITIONS[pos]
 
     def arch(args):
         set_size(args, d, f, h, layers)
@@ -81,3 +84,9 @@ def _preset(row: str):
 
 for _row in CONFIGS:
     register_model_architecture("compgen_transformer", arch_name(_row))(_preset(_row))
+
+# COGS as sequence tagging (§4.5.1, Table 5's best column: rel-eb, small-2s, "attention" parent head), for the
+# encoder-only `compgen_tagger` (fairseq_compgen/models/tagger.py): the same encoder options as the seq2seq rows.
+register_model_architecture("compgen_tagger", "ontanon_tagging_rel_eb_small_2s")(
+    _preset_from("rel-eb", False, SMALL, 2, True))
+
