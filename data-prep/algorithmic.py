@@ -23,7 +23,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import algorithmic
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -34,11 +34,8 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
             f"{task} (Ontañón et al. 2022, seed {args.seed})",
             args.out / task,
             data,
-            joined=args.joined_dictionary,
-            binarize_data=not args.no_binarize,
             expected={subset: len(ex) for subset, ex in data.items()},
-            workers=args.workers,
-            dict_from=args.dict_from,
+            **common_options(args),
         )
     return out
 

@@ -33,7 +33,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import cfq, cfq_im
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -83,12 +83,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, dict]]:
             f"CFQ split {split}" + (" (CFQ-im targets)" if args.intermediate else ""),
             args.out / split,
             pairs,
-            joined=args.joined_dictionary,
-            binarize_data=not args.no_binarize,
             expected=cfq.EXPECTED[split],
-            strict_counts=not args.no_count_check,
-            workers=args.workers,
-            dict_from=args.dict_from,
+            **common_options(args),
         )
     return results
 

@@ -38,7 +38,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import cogs
-from fairseq_compgen.data.binarize import CountMismatch, add_common_args, prepare_split
+from fairseq_compgen.data.binarize import CountMismatch, add_common_args, common_options, prepare_split
 
 
 def split_name(train: str) -> str:
@@ -61,14 +61,10 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
         f"COGS ({args.train}.tsv)",
         args.out / split_name(args.train),
         {subset: [(s, t) for s, t, _ in ex] for subset, ex in data.items()},
-        joined=args.joined_dictionary,
-        binarize_data=not args.no_binarize,
         expected=cogs.expected_counts(args.train),
-        strict_counts=not args.no_count_check,
         extra_files={"gen.cat": cats},
         extra_check=check_categories,
-        workers=args.workers,
-        dict_from=args.dict_from,
+        **common_options(args),
     )
     print(f"gen categories: {n_cats} (gen.cat{' and bin/gen.cat' if not args.no_binarize else ''})")
     return summary

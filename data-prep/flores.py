@@ -30,7 +30,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import flores
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -39,10 +39,8 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
     model = flores.train_sentencepiece(raw["train"], out / "sentencepiece.bpe", vocab_size=args.vocab_size)
     data = {k: flores.encode(model, v) for k, v in raw.items()}
     return prepare_split(
-        f"FLoRes v1 {args.direction}", out, data, joined=not args.separate_dictionaries,
-        binarize_data=not args.no_binarize,
-        expected=flores.expected_counts(args.direction, train_on_dev=args.train_dir is None),
-        strict_counts=not args.no_count_check, workers=args.workers, dict_from=args.dict_from,
+        f"FLoRes v1 {args.direction}", out, data,
+        expected=flores.expected_counts(args.direction, train_on_dev=args.train_dir is None), **common_options(args),
     )
 
 

@@ -24,7 +24,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import iwslt14
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -33,9 +33,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
     data, dropped = iwslt14.prepare_text(folder, out / "code", args.bpe_tokens)
     print(f"IWSLT'14 training pairs dropped by clean-corpus (ratio 1.5, 1-175 tokens): {dropped}")
     return prepare_split(
-        "IWSLT'14 De-En", out, data, joined=not args.separate_dictionaries, binarize_data=not args.no_binarize,
-        expected=iwslt14.EXPECTED, strict_counts=not args.no_count_check, workers=args.workers,
-        dict_from=args.dict_from,
+        "IWSLT'14 De-En", out, data, expected=iwslt14.EXPECTED, **common_options(args),
     )
 
 

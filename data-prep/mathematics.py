@@ -34,7 +34,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
 
 from fairseq_compgen.data import download
 from fairseq_compgen.data import math_dataset as md
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -66,10 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, dict]]:
             f"Mathematics {module} (character level, space = {md.SPACE!r})",
             args.out / module,
             md.load(module, math_dir),
-            joined=args.joined_dictionary,
-            binarize_data=not args.no_binarize,
-            workers=args.workers,
-            dict_from=args.dict_from,
+            **common_options(args),
         )
     return results
 

@@ -28,7 +28,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import download, noun_adj
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 from fairseq_compgen.data.iwslt14 import learn_apply_bpe
 
 URL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
@@ -61,9 +61,8 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
             raise RuntimeError(f"test.comp has {len(meta)} lines for {counts.get('test', 0)} test examples")
 
     summary = prepare_split(
-        "noun-adjective En-Fr (Europarl v7)", out, data, joined=not args.separate_dictionaries,
-        binarize_data=not args.no_binarize, extra_files={"test.comp": meta}, extra_check=check_meta,
-        workers=args.workers, dict_from=args.dict_from,
+        "noun-adjective En-Fr (Europarl v7)", out, data, extra_files={"test.comp": meta}, extra_check=check_meta,
+        **common_options(args),
     )
     summary["_report"] = report
     return summary

@@ -30,7 +30,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import pcfg
-from fairseq_compgen.data.binarize import add_common_args, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -52,12 +52,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, dict]]:
             f"PCFG SET split {split}" + ("" if args.no_validate else " (targets checked by the interpreter)"),
             args.out / split,
             data,
-            joined=args.joined_dictionary,
-            binarize_data=not args.no_binarize,
             expected=pcfg.EXPECTED.get(split),
-            strict_counts=not args.no_count_check,
-            workers=args.workers,
-            dict_from=args.dict_from,
+            **common_options(args),
         )
     return results
 

@@ -459,3 +459,12 @@ def add_common_args(p, count_check: bool = True, dict_from: str = "train") -> No
             "--no-count-check", action="store_true",
             help="only warn when the counts differ from the published statistics (for non-official copies)",
         )
+
+
+def common_options(args) -> dict:
+    """The keyword arguments of :func:`prepare_split` that the options of :func:`add_common_args` set (the MT
+    scripts say `--separate-dictionaries` instead of `--joined-dictionary`)."""
+    joined = args.joined_dictionary if hasattr(args, "joined_dictionary") else not args.separate_dictionaries
+    return dict(joined=joined, binarize_data=not args.no_binarize, strict_counts=not getattr(args, "no_count_check", False),
+                workers=args.workers, dict_from=args.dict_from)
+
