@@ -8,6 +8,7 @@ Oracle length (Newman et al. 2020 "+EOS+Oracle", the authors' code's oracle accu
 is set to -inf and exactly the reference length is decoded; the first ref_len tokens are compared.
 """
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -46,21 +47,17 @@ def exact_match_rows(pred: Tensor, target: Tensor, pad: int, eos: int, oracle: b
     Normal: pred up to its first EOS must equal target up to its EOS (same tokens, same length).
     Oracle: the first ref_len predicted tokens must equal the reference tokens.
     """
-    ref_mask = target.ne(pad) & target.ne(eos)  # [B, T2]
-    ref_len = ref_mask.sum(1)  # [B]
-    out = torch.zeros(pred.size(0), dtype=torch.bool, device=pred.device)
-    for b in range(pred.size(0)):
-        ref = target[b][ref_mask[b]]
-        n = int(ref_len[b])
-        if oracle:
-            hyp = pred[b, :n]
-        else:
-            eos_at = (pred[b] == eos).nonzero()
-            end = int(eos_at[0]) if len(eos_at) else pred.size(1)
-            hyp = pred[b, :end]
-        out[b] = hyp.numel() == n and bool(torch.equal(hyp, ref))
-    return out
-
+    ref_len = (target.ne(pad) & target.ne(eos)).sum(1)  # [B]; targets are right-padded: tokens come first
+    T = max(pred.size(1), target.size(1))
+    pred_p = F.pad(pred, (0, T - pred.size(1)), value=pad)  # [B, T]
+    targ_p = F.pad(target, (0, T - target.size(1)), value=pad)  # [B, T]
+    in_ref = torch.arange(T, device=pred.device)[None, :] < ref_len[:, None]  # [B, T]
+    same_tokens = ((pred_p == targ_p) | ~in_ref).all(1)  # the first ref_len tokens agree
+    if oracle:
+        return same_tokens
+    is_eos = pred_p.eq(eos)
+    hyp_len = torch.where(is_eos.any(1), is_eos.float().argmax(1), torch.full_like(ref_len, pred.size(1)))  # first EOS
+    return same_tokens & hyp_len.eq(ref_len)
 
 def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -> Tensor:
     """Greedy exact match of one fairseq batch -> bool [B]."""
