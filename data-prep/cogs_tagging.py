@@ -10,7 +10,10 @@ COGS: Kim & Linzen (2020), EMNLP.  Every sentence token gets 5 tags
 Writes ``OUT/{train,valid,test,gen}.{src,parent,role,category,noun_type,verb_name,lf}``
 (``.src`` = the sentence, whitespace tokens with the final "."; one tag per
 token on each tag line, ``_`` for an empty tag; ``.lf`` = the reference
-logical form) and ``gen.cat`` (the category of every gen line).  Every example
+logical form), ``gen.cat`` (the category of every gen line) and the fairseq
+dictionaries ``dict.src.txt`` and ``dict.<tag>.txt`` over every subset (so gen
+words are known, as data-prep/cogs.py --dict-from all; the cogs_tagging task
+loads them, so a checkpoint decodes with the vocabularies it was trained with).  Every example
 is checked to round-trip (tags -> the reference logical form) before anything
 is written; a failure is an error naming file and line.
 """
@@ -18,6 +21,7 @@ is written; a failure is an error naming file and line.
 from __future__ import annotations
 
 import argparse
+import io
 import importlib.util
 import sys
 from pathlib import Path
@@ -60,11 +64,30 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
         if subset == "gen":
             files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
         counts[subset] = len(examples)
+    files.update(dictionaries(files, list(data)))
     args.out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         atomic_write_text(args.out / name, text)
     print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
     return counts
+
+
+def dictionaries(files: Dict[str, str], subsets) -> Dict[str, str]:
+    """``dict.src.txt`` and ``dict.<tag>.txt`` (fairseq's "symbol count" format) over the given subsets."""
+    from fairseq.data import Dictionary
+
+    out = {}
+    for name in ("src", *ct.FIELDS[1:]):  # parent is a position, not a symbol
+        d = Dictionary()
+        for sub in subsets:
+            for line in files[f"{sub}.{name}"].split("\n"):
+                for w in line.split():
+                    d.add_symbol(w)
+        d.finalize()
+        buf = io.StringIO()
+        d.save(buf)
+        out[f"dict.{name}.txt"] = buf.getvalue()
+    return out
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@
 # working tree has uncommitted changes to tracked files).
 # Generic defaults: --task compgen --criterion cross_entropy --optimizer adam --required-batch-size-multiple 1,
 # validation (greedy exact-match `accuracy`) on every subset of DATA_BIN but train, no epoch checkpoints.
+# A COGS tagging folder (data-prep/cogs_tagging.py: <subset>.parent files) gets --task cogs_tagging
+# --criterion cogs_tagging and --best-checkpoint-metric exact_match instead (ARCH: a compgen_tagger arch).
 set -euo pipefail
 usage() { sed -n '2,22p' "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +41,11 @@ done
 [ $# -ge 3 ] || usage
 arch=$1 data=$2 save=$3; shift 3
 [ -f "$data/dict.src.txt" ] || { echo "train.sh: $data has no dict.src.txt: is it a fairseq-preprocess folder?" >&2; exit 2; }
+if ls "$data"/*.parent > /dev/null 2>&1; then  # COGS as sequence tagging
+  task=(--task cogs_tagging --criterion cogs_tagging --best-checkpoint-metric exact_match) pattern='*.parent'
+else
+  task=(--task compgen --criterion cross_entropy --best-checkpoint-metric accuracy) pattern='*.idx'
+fi
 # torch >= 2.6 loads with weights_only=True, which fairseq's checkpoints (argparse.Namespace) fail: resuming needs this.
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=${TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD:-1}
 mkdir -p "$save"
@@ -54,13 +61,12 @@ if [ -n "$preset" ]; then
   cmd=(fairseq-train "${args[@]}")
 else
   if [ -z "${VALID_SUBSETS:-}" ]; then
-    subsets=$(cd "$data" && ls *.idx | sed 's/\..*//' | sort -u | grep -vx train | sort -r | paste -sd, -)
+    subsets=$(cd "$data" && ls $pattern | sed 's/\..*//' | sort -u | grep -vx train | sort -r | paste -sd, -)
     VALID_SUBSETS=${subsets:-valid}
   fi
-  cmd=(fairseq-train "$data" --user-dir "$root/fairseq_compgen" --task compgen --arch "$arch"
-    --criterion cross_entropy --optimizer adam --required-batch-size-multiple 1
-    --valid-subset "$VALID_SUBSETS" --no-epoch-checkpoints
-    --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric
+  cmd=(fairseq-train "$data" --user-dir "$root/fairseq_compgen" "${task[@]}" --arch "$arch"
+    --optimizer adam --required-batch-size-multiple 1
+    --valid-subset "$VALID_SUBSETS" --no-epoch-checkpoints --maximize-best-checkpoint-metric
     --log-format simple --save-dir "$save" "$@")
 fi
 

@@ -6,6 +6,7 @@ Round trips are checked on every example of the real data in shared/data.
 
 import importlib.util
 import io
+import shutil
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,8 @@ def test_cogs_tagging_task_model_and_criterion(tmp_path):
         for f in ("src", "lf", *ct.FIELDS):
             lines = (full / f"{sub}.{f}").read_text().split("\n")[:-1]
             (small / f"{sub}.{f}").write_text("\n".join(lines[:40]) + "\n")
+    for d in full.glob("dict.*.txt"):
+        shutil.copy(d, small / d.name)
     task = CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small)))
     task.load_dataset("valid")
     ds = task.dataset("valid")
@@ -249,10 +252,13 @@ def test_cogs_tagging_task_model_and_criterion(tmp_path):
     assert model.heads["verb_name"].weight.grad.abs().sum() > 0
 
     class Oracle(torch.nn.Module):  # one-hot logits of the targets
+        parent_head = model.parent_head
+
         def forward(self, src_tokens, src_lengths):
             res = {}
             for f, t in sample["target"].items():
                 n = S if f == "parent" else len(task.tag_dictionaries[f])
+                t = model.parent_head.to_classes(t) if f == "parent" else t
                 res[f] = torch.nn.functional.one_hot(t.clamp(min=0), n).float()
             return res
 

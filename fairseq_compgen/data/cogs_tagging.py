@@ -216,6 +216,9 @@ def from_tags(sentence: str, tags: Tags) -> str:
     words = sentence.split()
     if len(words) != len(tags):
         raise TaggingError(f"{len(words)} tokens but {len(tags)} tags")
+    outside = [i for i, p in enumerate(tags.parent) if not -1 <= p < len(words)]
+    if outside:
+        raise TaggingError(f"token {outside[0]}: parent {tags.parent[outside[0]]} names no token of the sentence")
     if len(words) == 1 and tags.parent[0] == -1 and tags.category[0] in ("PNOUN", "CNOUN", "VERB") and (
         tags.category[0] != "VERB" or ":" in tags.role[0] or tags.role[0] == ""
     ) and not tags.noun_type[0]:
@@ -235,8 +238,6 @@ def from_tags(sentence: str, tags: Tags) -> str:
         p, r = tags.parent[i], tags.role[i]
         if p < 0 or not r or r == "PREP":
             continue
-        if not 0 <= p < len(words):
-            raise TaggingError(f"token {i}: parent {p} outside the sentence")
         if r == "PP_NOUN":
             a = tags.parent[p]
             if tags.role[p] != "PREP" or a < 0:

@@ -85,8 +85,32 @@ def _preset_from(pos, copy, size, layers, shared):
 for _row in CONFIGS:
     register_model_architecture("compgen_transformer", arch_name(_row))(_preset(_row))
 
-# COGS as sequence tagging (§4.5.1, Table 5's best column: rel-eb, small-2s, "attention" parent head), for the
-# encoder-only `compgen_tagger` (fairseq_compgen/models/tagger.py): the same encoder options as the seq2seq rows.
-register_model_architecture("compgen_tagger", "ontanon_tagging_rel_eb_small_2s")(
-    _preset_from("rel-eb", False, SMALL, 2, True))
+# COGS as sequence tagging (§4.5.1), for the encoder-only `compgen_tagger` (fairseq_compgen/models/tagger.py): the
+# 12 tagging columns of Table 12 (C7-C18) as `ontanon_tagging_<pos>_<size>_<parent head>`: `abs` at small-2 /
+# small-6 (unshared) and `rel-eb` at small-2s / small-6s (shared), each with the absolute, relative or attention
+# parent head. Table 5 reports C7 (ontanon_tagging_abs_small_2_absolute, 0.637) and C17
+# (ontanon_tagging_rel_eb_small_2s_attention, 0.784; also registered under its earlier name
+# ontanon_tagging_rel_eb_small_2s).
+TAGGING_COLUMNS = {
+    f"{pos}-{size}-{parent}": (pos, n, shared, parent)
+    for pos, shared in (("abs", False), ("rel-eb", True))
+    for parent in ("absolute", "relative", "attention")
+    for n in (2, 6)
+    for size in [f"small-{n}" + ("s" if shared else "")]
+}  # in Table 12's column order
 
+
+def _tagging_preset(pos, layers, shared, parent):
+    encoder = _preset_from(pos, False, SMALL, layers, shared)
+
+    def arch(args):
+        _default(args, "tagger_parent_head", parent)
+        encoder(args)
+
+    return arch
+
+
+for _col, _cfg in TAGGING_COLUMNS.items():
+    register_model_architecture("compgen_tagger", "ontanon_tagging_" + _col.replace("-", "_"))(_tagging_preset(*_cfg))
+register_model_architecture("compgen_tagger", "ontanon_tagging_rel_eb_small_2s")(
+    _tagging_preset("rel-eb", 2, True, "attention"))

@@ -7,18 +7,22 @@ encodings, sizes, weight sharing) and prediction heads on its final states:
 
 * role, category, noun type, verb name: one linear layer each, softmax over the
   tag dictionary (as the released code; the paper's text says sigmoid);
-* parent: the "attention" head of the paper: a 1-head attention whose query and
-  key are linear maps of the encoder output; its weights over the (non-pad)
-  source positions are the parent distribution, pointing to itself = no parent.
+* parent: one of the paper's three heads (`--tagger-parent-head`, modules/parent_heads.py):
+  ``absolute`` (classifier over the parent index), ``relative`` (classifier over
+  the offset parent - i) or ``attention`` (a 1-head attention over the tokens,
+  with the encoder's relative position terms for rel-* encoders).
 
-``forward`` returns ``{"parent": [B, S, S], "role": [B, S, V_role], ...}`` logits.
+``forward`` returns logits ``{"parent": [B, S, K], "role": [B, S, V_role], ...}``;
+``parent_head.to_classes`` / ``to_parents`` map parents (position, -1 = none) to
+the K parent classes and back.
 """
 
-import torch
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from torch import nn
 
 from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, _embedding
+from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
+from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
 
 TAG_FIELDS = ("role", "category", "noun_type", "verb_name")
 
@@ -30,18 +34,34 @@ class CompgenTaggerModel(BaseFairseqModel):
         self.args, self.encoder = args, encoder
         dim = args.encoder_embed_dim
         self.heads = nn.ModuleDict({f: nn.Linear(dim, n) for f, n in n_tags.items()})
-        self.parent_query = nn.Linear(dim, dim)
-        self.parent_key = nn.Linear(dim, dim)
+        pos = args.tagger_parent_pos
+        pos = args.self_attn_pos if pos in (None, "inherit") else pos
+        scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, args=args)
+        if scorer is not None and args.tagger_parent_head != "attention":
+            raise ValueError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "
+                             f"(got {args.tagger_parent_head}; use --tagger-parent-pos none)")
+        self.parent_head = build_parent_head(args.tagger_parent_head, dim, args.tagger_max_len or 0, scorer)
 
     @staticmethod
     def add_args(parser):
         CompgenTransformerModel.add_args(parser)  # the same encoder options (decoder options are unused)
+        a = parser.add_argument
+        a("--tagger-parent-head", choices=sorted(PARENT_HEADS),
+          help="how a token names its parent (Ontañón et al. 2022 §4.5.1): absolute (classifier over the parent "
+               "index), relative (classifier over parent - i) or attention (1-head attention over the tokens); "
+               "default attention")
+        a("--tagger-max-len", type=int, metavar="N",
+          help="positions the absolute / relative parent classifiers can name (default: the longest sentence "
+               "of every subset in the data folder, stored in the checkpoint)")
+        a("--tagger-parent-pos", choices=["inherit", "none"] + sorted(SCORERS),
+          help="position scorer of the attention parent head (default inherit: the encoder's --self-attn-pos, "
+               "as the authors' code gives it the relative embeddings/biases of rel-* encoders)")
 
     @classmethod
     def build_model(cls, args, task):
-        from fairseq_compgen.models.archs import base_architecture
-
-        base_architecture(args)
+        compgen_tagger(args)
+        if args.tagger_max_len is None and args.tagger_parent_head != "attention":
+            args.tagger_max_len = task.max_sentence_length
         src_dict = task.source_dictionary
         encoder = CompgenEncoder(args, src_dict, _embedding(args, src_dict, args.encoder_embed_dim))
         return cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})
@@ -50,9 +70,8 @@ class CompgenTaggerModel(BaseFairseqModel):
         enc = self.encoder(src_tokens, src_lengths)
         x = enc["encoder_out"][0]  # [B, S, C]
         pad = enc["encoder_padding_mask"][0]  # [B, S]
-        out = {f: head(x) for f, head in self.heads.items()}
-        scores = torch.einsum("bic,bjc->bij", self.parent_query(x), self.parent_key(x)) / x.size(-1) ** 0.5
-        out["parent"] = scores.masked_fill(pad[:, None, :], float("-inf"))  # [B, S(token), S(parent)]
+        out = {f: head(x) for f, head in self.heads.items()}  # [B, S, V_f]
+        out["parent"] = self.parent_head(x, pad)  # [B, S, K]
         return out
 
     def max_positions(self):
@@ -63,4 +82,7 @@ class CompgenTaggerModel(BaseFairseqModel):
 def compgen_tagger(args):
     from fairseq_compgen.models.archs import base_architecture
 
+    args.tagger_parent_head = getattr(args, "tagger_parent_head", None) or "attention"
+    args.tagger_max_len = getattr(args, "tagger_max_len", None)
+    args.tagger_parent_pos = getattr(args, "tagger_parent_pos", None) or "inherit"
     base_architecture(args)

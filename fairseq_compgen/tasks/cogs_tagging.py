@@ -33,6 +33,7 @@ from fairseq.tasks import FairseqTask, register_task
 
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError
+from fairseq_compgen.modules.parent_heads import IGNORE
 
 logger = logging.getLogger(__name__)
 TAG_FIELDS = ct.FIELDS[1:]  # role, category, noun_type, verb_name (parent is a position)
@@ -47,6 +48,14 @@ def _read(path):
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+def _load_dict(data, name):
+    path = os.path.join(data, f"dict.{name}.txt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"COGS tagging dictionary not found: {path} (written by data-prep/cogs_tagging.py; "
+                                f"re-run it if the folder predates the dictionaries)")
+    return Dictionary.load(path)
+
+
 class TaggingDataset(FairseqDataset):
     def __init__(self, src, tags, lfs, src_dict, tag_dicts):
         self.src, self.tags, self.lfs = src, tags, lfs
@@ -59,7 +68,7 @@ class TaggingDataset(FairseqDataset):
         return {
             "id": i,
             "src": torch.LongTensor([self.src_dict.index(w) for w in words]),
-            "parent": torch.LongTensor([p if p >= 0 else k for k, p in enumerate(t.parent)]),  # self = no parent
+            "parent": torch.LongTensor(t.parent),  # position, -1 = none (the model's parent head maps it to classes)
             **{f: torch.LongTensor([self.tag_dicts[f].index(x or ct.EMPTY) for x in getattr(t, f)]) for f in TAG_FIELDS},
         }
 
@@ -87,7 +96,7 @@ class TaggingDataset(FairseqDataset):
                 out[b, : len(s[key])] = s[key]
             return out
 
-        target = {"parent": stack("parent", -100), **{f: stack(f, self.tag_dicts[f].pad()) for f in TAG_FIELDS}}
+        target = {"parent": stack("parent", IGNORE), **{f: stack(f, self.tag_dicts[f].pad()) for f in TAG_FIELDS}}
         return {
             "id": torch.LongTensor([s["id"] for s in samples]),
             "src_text": [self.src[s["id"]] for s in samples],
@@ -106,26 +115,26 @@ class CogsTaggingConfig(FairseqDataclass):
 
 @register_task("cogs_tagging", dataclass=CogsTaggingConfig)
 class CogsTaggingTask(FairseqTask):
-    def __init__(self, cfg, src_dict, tag_dicts):
+    def __init__(self, cfg, src_dict, tag_dicts, max_sentence_length=0):
         super().__init__(cfg)
         self.src_dict, self.tag_dictionaries = src_dict, tag_dicts
+        self.max_sentence_length = max_sentence_length  # over every subset: the absolute/relative parent classes
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        # Vocabularies over every subset present (like data-prep/cogs.py --dict-from all): gen words are known.
-        src_dict, tag_dicts = Dictionary(), {f: Dictionary() for f in TAG_FIELDS}
+        # Vocabularies: the dictionaries written by data-prep/cogs_tagging.py (over every subset: gen words known)
+        src_dict = _load_dict(cfg.data, "src")
+        tag_dicts = {f: _load_dict(cfg.data, f) for f in TAG_FIELDS}
+        longest = 0
         for sub in SUBSETS:
-            if not os.path.isfile(os.path.join(cfg.data, f"{sub}.src")):
-                continue
-            for line in _read(os.path.join(cfg.data, f"{sub}.src")):
-                for w in line.split():
-                    src_dict.add_symbol(w)
-            for f in TAG_FIELDS:
-                for line in _read(os.path.join(cfg.data, f"{sub}.{f}")):
-                    for w in line.split():
-                        tag_dicts[f].add_symbol(w)
-        logger.info("cogs_tagging: %d source words; tags %s", len(src_dict), {f: len(d) for f, d in tag_dicts.items()})
-        return cls(cfg, src_dict, tag_dicts)
+            if os.path.isfile(os.path.join(cfg.data, f"{sub}.src")):
+                longest = max([longest] + [len(line.split()) for line in _read(os.path.join(cfg.data, f"{sub}.src"))])
+        if not longest:
+            raise FileNotFoundError(f"no COGS tagging subsets ({', '.join(s + '.src' for s in SUBSETS)}) in "
+                                    f"{cfg.data!r} (made by data-prep/cogs_tagging.py)")
+        logger.info("cogs_tagging: %d source words; tags %s; longest sentence %d", len(src_dict),
+                    {f: len(d) for f, d in tag_dicts.items()}, longest)
+        return cls(cfg, src_dict, tag_dicts, longest)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         base = os.path.join(self.cfg.data, split)
@@ -157,28 +166,40 @@ class CogsTaggingTask(FairseqTask):
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
         return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
 
-    def valid_step(self, sample, model, criterion):
-        loss, sample_size, log = super().valid_step(sample, model, criterion)
+    def predict(self, model, sample):
+        """Greedy tags of a batch: per example (id, correct tags?, rebuilt logical form or None, error).
+
+        A prediction is correct (``tags_ok``) when all 5 tags are right at every token (the authors' metric);
+        the logical form is rebuilt from the predicted tags (None, with the reason, when they describe none).
+        """
         model.eval()
         with torch.no_grad():
             net_output = model(**sample["net_input"])
-        pred = {f: net_output[f].argmax(-1).cpu() for f in ("parent",) + TAG_FIELDS}
+        pred = {f: net_output[f].argmax(-1) for f in TAG_FIELDS}
+        pred["parent"] = model.parent_head.to_parents(net_output["parent"].argmax(-1))
+        pred = {f: t.cpu() for f, t in pred.items()}
         target = {f: t.cpu() for f, t in sample["target"].items()}
-        exact = tags_ok = 0
-        for b, (words, lf) in enumerate(zip(sample["src_text"], sample["lf"])):
+        out = []
+        for b, words in enumerate(sample["src_text"]):
             n = len(words.split())
-            tags_ok += all(bool((pred[f][b, :n] == target[f][b, :n]).all()) for f in pred)
+            tags_ok = all(bool((pred[f][b, :n] == target[f][b, :n]).all()) for f in pred)
             tags = ct.Tags(
-                [-1 if p == k else p for k, p in enumerate(pred["parent"][b, :n].tolist())],
+                pred["parent"][b, :n].tolist(),
                 *[[("" if x == ct.EMPTY else x) for x in (self.tag_dictionaries[f][i] for i in pred[f][b, :n].tolist())]
                   for f in TAG_FIELDS],
             )
             try:
-                exact += ct.from_tags(words, tags) == lf
-            except ct.TaggingError:  # tags that describe no logical form: wrong
-                pass
-        log["exact_match_n"] = exact
-        log["tag_accuracy_n"] = tags_ok
+                lf, error = ct.from_tags(words, tags), None
+            except ct.TaggingError as e:  # tags that describe no logical form: wrong
+                lf, error = None, str(e)
+            out.append((int(sample["id"][b]), tags_ok, lf, error))
+        return out
+
+    def valid_step(self, sample, model, criterion):
+        loss, sample_size, log = super().valid_step(sample, model, criterion)
+        pred = self.predict(model, sample)
+        log["exact_match_n"] = sum(lf == ref for (_, _, lf, _), ref in zip(pred, sample["lf"]))
+        log["tag_accuracy_n"] = sum(ok for _, ok, _, _ in pred)
         return loss, sample_size, log
 
     def reduce_metrics(self, logging_outputs, criterion):
@@ -198,7 +219,8 @@ class CogsTaggingCriterion(FairseqCriterion):
         out = model(**sample["net_input"])
         tgt = sample["target"]
         ntokens = sample["ntokens"]
-        loss = F.cross_entropy(out["parent"].flatten(0, 1).float(), tgt["parent"].flatten(), ignore_index=-100,
+        parent = model.parent_head.to_classes(tgt["parent"])  # [B, S] class ids, IGNORE at padding
+        loss = F.cross_entropy(out["parent"].flatten(0, 1).float(), parent.flatten(), ignore_index=IGNORE,
                                reduction="sum")
         for f in TAG_FIELDS:
             pad = self.task.tag_dictionaries[f].pad()
