@@ -2,7 +2,8 @@
 
 fairseq-train's own `--help` stops before it adds model- and task-specific flags (it prints help during its
 first parse), so this command shows them: every flag of `compgen_transformer` (or of ARCH's model) with its
-help text, the preset's default values, and the flags of the `compgen` task.
+help text, the preset's default values, and the flags of the `compgen` task (of `cogs_tagging` for the
+encoder-only `compgen_tagger` archs).
 
     compgen-help                      # list the registered architectures
     compgen-help rel_uni_transformer  # flags and defaults of one preset
@@ -15,6 +16,8 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from fairseq_compgen.models.standalone import compgen_archs
+from fairseq_compgen.models.tagger import CompgenTaggerModel
+from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig
 from fairseq_compgen.tasks.compgen import CompgenConfig
 
 
@@ -23,6 +26,8 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         print("architectures:", " ".join(compgen_archs()))
+        taggers = sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is CompgenTaggerModel)
+        print("\nencoder-only taggers (--task cogs_tagging):", " ".join(taggers))
         return
     arch = argv[0]
     if arch not in ARCH_MODEL_REGISTRY:
@@ -36,8 +41,9 @@ def main(argv=None):
     print(f"defaults set by --arch {arch}:")
     for k, v in sorted(vars(defaults).items()):
         print(f"  --{k.replace('_', '-')} {v}")
-    task_parser = argparse.ArgumentParser(prog="--task compgen", add_help=False)
-    gen_parser_from_dataclass(task_parser, CompgenConfig())
+    tagger = ARCH_MODEL_REGISTRY[arch] is CompgenTaggerModel
+    task_parser = argparse.ArgumentParser(prog="--task " + ("cogs_tagging" if tagger else "compgen"), add_help=False)
+    gen_parser_from_dataclass(task_parser, CogsTaggingConfig() if tagger else CompgenConfig())
     print()
     print(task_parser.format_help())
 

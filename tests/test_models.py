@@ -96,6 +96,19 @@ def test_embedding_scaling(scaling):
     assert std == pytest.approx(expected_std, rel=0.1)
 
 
+@pytest.mark.parametrize("positions", [True, False])
+def test_keras_embedding_of_the_tf_tutorial(positions):
+    """Ontañón et al. (2022) App. A: E ~ U[-0.05, 0.05] (Keras' default), H = sqrt(d) E[w] (+ P for `abs` only)."""
+    torch.manual_seed(0)
+    d = 64
+    emb = TokenEmbedding(50, d, PAD, "keras", dropout=0.0, positions=positions)
+    tokens = torch.tensor([[PAD, 5, 6, 7]])
+    expected = math.sqrt(d) * emb.weight[tokens[0, 1:]] + (sinusoid(torch.arange(3.0), d) if positions else 0)
+    assert torch.allclose(emb(tokens)[0, 1:], expected, atol=1e-5)
+    w = emb.weight[4:]
+    assert w.abs().max().item() <= 0.05 and w.std().item() == pytest.approx(0.1 / math.sqrt(12), rel=0.1)
+
+
 def _inputs(model, B=3, S=7, T=6, seed=0):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, len(model.encoder.dictionary), (B, S), generator=g)

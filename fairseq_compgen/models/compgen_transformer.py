@@ -46,7 +46,9 @@ def _bool(x) -> bool:
 def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
     absolute = args.absolute_positions == "sinusoidal"
     dropout = args.embedding_dropout if args.embedding_dropout is not None else (args.dropout if absolute else 0.0)
-    return TokenEmbedding(len(dictionary), dim, dictionary.pad(), args.embedding_scaling if absolute else None, dropout)
+    # without absolute positions only `keras` scales (the TF tutorial's sqrt(d)); the others mean "+ P" schemes
+    scaling = args.embedding_scaling if absolute or args.embedding_scaling == "keras" else None
+    return TokenEmbedding(len(dictionary), dim, dictionary.pad(), scaling, dropout, positions=absolute)
 
 
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
@@ -194,7 +196,9 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
           help="add sinusoidal absolute positions to the input embeddings (Vaswani) or none (relative models)")
         a("--embedding-scaling", choices=list(EMBEDDING_SCALINGS),
           help="with absolute positions: teu = sqrt(d)*E + P (Xavier init); none = E + P (N(0,1) init); "
-               "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3")
+               "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3. Without absolute positions "
+               "the embedding is Xavier-initialised and unscaled, except keras = sqrt(d)*E (+ P), E ~ U[-0.05, "
+               "0.05]: the TF Transformer tutorial's, with or without positions (Ontañón et al. 2022 App. A)")
         a("--self-attn-pos", choices=["none"] + sorted(SCORERS),
           help="position scoring in every self-attention: none, or txl = Transformer-XL relative attention "
                "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1), "

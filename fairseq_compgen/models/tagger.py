@@ -35,7 +35,8 @@ class CompgenTaggerModel(BaseFairseqModel):
         dim = args.encoder_embed_dim
         self.heads = nn.ModuleDict({f: nn.Linear(dim, n) for f, n in n_tags.items()})
         pos = args.tagger_parent_pos
-        pos = args.self_attn_pos if pos in (None, "inherit") else pos
+        if pos in (None, "inherit"):  # the encoder's scorer, for the attention head only
+            pos = args.self_attn_pos if args.tagger_parent_head == "attention" else "none"
         scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, args=args)
         if scorer is not None and args.tagger_parent_head != "attention":
             raise ValueError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "

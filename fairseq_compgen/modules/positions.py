@@ -13,6 +13,13 @@ Generalization of Transformers", §3.3 and App. D (spec_000 §2.2):
 PED uses `kaiming_normal_` with its default arguments, as the authors' code does (std = sqrt(2/d));
 the paper text says std 1/sqrt(d) (spec_000 discrepancy 3). Models without absolute positions
 (relative attention) use Xavier-uniform embeddings and no scaling, as in the authors' code.
+
+One more scheme, `keras`, is the embedding of the TensorFlow Transformer tutorial that every model of
+Ontañón et al. (2022) builds on (spec_001 §1.3-§1.4, which the paper says strongly affects results):
+
+    keras:                                      E ~ U[-0.05, 0.05],   H = sqrt(d) * E[w] (+ P for `abs`)
+
+It keeps the sqrt(d) scaling without absolute positions too (`positions=False`).
 """
 import math
 from typing import Optional
@@ -21,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-EMBEDDING_SCALINGS = ("teu", "none", "ped")
+EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras")
 
 
 def sinusoid(positions: Tensor, dim: int) -> Tensor:
@@ -47,24 +54,29 @@ def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> 
 class TokenEmbedding(nn.Module):
     """Token embedding plus (optionally) absolute sinusoidal positions, scaled by one of the schemes above.
 
-    `scaling=None` means "no absolute positions": Xavier-uniform init, no scaling (relative-attention models).
+    `scaling=None`: Xavier-uniform init, no scaling (relative-attention models). Sinusoidal positions are
+    added when `positions` (default: whenever a scaling scheme is given).
     """
 
-    def __init__(self, num_embeddings: int, dim: int, padding_idx: int, scaling: Optional[str], dropout: float):
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: int, scaling: Optional[str], dropout: float,
+                 positions: Optional[bool] = None):
         super().__init__()
         if scaling is not None and scaling not in EMBEDDING_SCALINGS:
             raise ValueError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
         self.dim, self.padding_idx, self.scaling = dim, padding_idx, scaling
+        self.positions = scaling is not None if positions is None else positions
         self.embed = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
         if scaling in (None, "teu"):
             nn.init.xavier_uniform_(self.embed.weight)
         elif scaling == "none":
             nn.init.normal_(self.embed.weight, 0.0, 1.0)
+        elif scaling == "keras":
+            nn.init.uniform_(self.embed.weight, -0.05, 0.05)
         else:  # ped
             nn.init.kaiming_normal_(self.embed.weight)
         with torch.no_grad():
             self.embed.weight[padding_idx].zero_()
-        self.token_scale = math.sqrt(dim) if scaling == "teu" else 1.0
+        self.token_scale = math.sqrt(dim) if scaling in ("teu", "keras") else 1.0
         self.position_scale = 1.0 / math.sqrt(dim) if scaling == "ped" else 1.0
         self.dropout = nn.Dropout(dropout)
 
@@ -75,7 +87,7 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
         """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding."""
         x = self.embed(tokens) * self.token_scale
-        if self.scaling is not None:
+        if self.positions:
             pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
             x = x + self.position_scale * sinusoid(pos, self.dim).to(x.dtype)
         return self.dropout(x)

@@ -11,7 +11,8 @@ a cell with fewer finished seeds than planned shows "(k/n)". ``--best`` sets the
 Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
 Csordás et al.'s Table 3), OUT/table.csv (one line per cell, full precision, every seed's value), and
 OUT/plots/<dataset>.png: validation accuracy vs updates per subset, parsed from the runs' train.log (the compgen
-task's `| valid on 'SUBSET' subset | ... | accuracy A | ... | num_updates N` lines), mean over seeds with a ±std band.
+task's `| valid on 'SUBSET' subset | ... | accuracy A | ... | num_updates N` lines; `exact_match A` for the
+cogs_tagging task), mean over seeds with a ±std band.
 ``--t5-biases`` also plots the learned T5 biases (scripts/plot_t5_biases.py) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
 """
@@ -32,7 +33,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.pipelines.sweep import DONE, REPO, read_plan
 
-VALID_LINE = re.compile(r"valid on '([^']+)' subset \|.*?\| accuracy ([-+0-9.eE]+|nan) \|.*?\bnum_updates (\d+)")
+# the exact-match metric of a validation line: `accuracy` (compgen task) or `exact_match` (cogs_tagging task)
+VALID_LINE = re.compile(
+    r"valid on '([^']+)' subset \|.*?\| (?:accuracy|exact_match) ([-+0-9.eE]+|nan) \|.*?\bnum_updates (\d+)")
 
 
 @dataclass

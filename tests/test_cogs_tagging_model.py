@@ -1,0 +1,223 @@
+"""The COGS tagging model of Ontañón et al. (2022), "Making Transformers Solve Compositional Tasks", §4.5.1
+(spec_001 §6.1, Tables 5 and 12): the three parent heads against direct implementations, the 12 presets,
+training with fairseq-train (scripts/train.sh) and decoding + per-category scoring (scripts/evaluate.sh)."""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fairseq_compgen.models  # noqa: F401  (registers models and presets)
+from fairseq_compgen.data import cogs_tagging as ct
+from fairseq_compgen.modules.parent_heads import (IGNORE, INVALID, NO_PARENT, AbsoluteParentHead,
+                                                  AttentionParentHead, RelativeParentHead, build_parent_head)
+from fairseq_compgen.modules.position_scorer import build_scorer
+
+REPO = Path(__file__).resolve().parents[1]
+COGS_DIR = REPO.parent / "shared" / "data" / "cogs"
+needs_cogs = pytest.mark.skipif(not (COGS_DIR / "gen.tsv").exists(), reason=f"COGS not at {COGS_DIR}")
+
+
+def _random_parents(B=6, S=9, seed=0):
+    """[B, S] parents: a position other than i or -1; padding (IGNORE) after a random length."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, S + 1, (B,), generator=g)
+    parent = torch.full((B, S), IGNORE)
+    for b, n in enumerate(lengths.tolist()):
+        for i in range(n):
+            p = int(torch.randint(-1, n, (1,), generator=g))
+            parent[b, i] = NO_PARENT if p == i else p
+    return parent, lengths
+
+
+@pytest.mark.parametrize("cls", [AbsoluteParentHead, RelativeParentHead, AttentionParentHead])
+def test_parent_classes_round_trip(cls):
+    parent, _ = _random_parents()
+    head = cls(8, 9)
+    classes = head.to_classes(parent)
+    valid = parent != IGNORE
+    assert (classes[~valid] == IGNORE).all()
+    assert (head.to_parents(classes)[valid] == parent[valid]).all()
+
+
+def test_parent_class_definitions():
+    """Absolute: 0 = none, p + 1; relative: (p - i) + max_len - 1 with none = offset 0; attention: none = self."""
+    parent = torch.tensor([[2, NO_PARENT, 0, IGNORE]])
+    assert AbsoluteParentHead(4, 5).to_classes(parent).tolist() == [[3, 0, 1, IGNORE]]
+    assert RelativeParentHead(4, 5).to_classes(parent).tolist() == [[2 + 4, 0 + 4, -2 + 4, IGNORE]]
+    assert AttentionParentHead(4).to_classes(parent).tolist() == [[2, 1, 0, IGNORE]]
+    # classes naming no token of the (batch) sentence are INVALID, and the rebuilt logical form then fails
+    assert AbsoluteParentHead(4, 5).to_parents(torch.tensor([[5, 0]])).tolist() == [[INVALID, NO_PARENT]]
+    assert RelativeParentHead(4, 5).to_parents(torch.tensor([[2, 4]])).tolist() == [[INVALID, NO_PARENT]]
+    tags = ct.to_tags("A rose was helped by a dog .", "rose ( x _ 1 ) AND help . theme ( x _ 3 , x _ 1 ) AND "
+                      "help . agent ( x _ 3 , x _ 6 ) AND dog ( x _ 6 )")
+    tags.parent[2] = INVALID  # a token without a role: still an error, not silently "no parent"
+    with pytest.raises(ct.TaggingError, match="names no token"):
+        ct.from_tags("A rose was helped by a dog .", tags)
+    # too few classes for a target: a clear error, not a silently clipped label
+    with pytest.raises(ValueError, match="--tagger-max-len"):
+        AbsoluteParentHead(4, 2).to_classes(torch.tensor([[2, NO_PARENT, 0]]))
+    with pytest.raises(ValueError, match="--tagger-max-len"):
+        RelativeParentHead(4, 2).to_classes(torch.tensor([[2, NO_PARENT, 0]]))
+    with pytest.raises(ValueError, match="unknown --tagger-parent-head"):
+        build_parent_head("pointer", 4, 5)
+
+
+def test_attention_parent_head_with_rel_eb_matches_the_formula():
+    """logits_ij = (q_i.k_j + q_i.r_c + b_c) / sqrt(d), c = clip(j - i, -16, 16), q = W_q x + b_q, k = W_k x + b_k
+    (one head of size d, the code's 33 relative embeddings of size d and biases), padded keys -inf."""
+    torch.manual_seed(0)
+    d, B, S, R = 8, 2, 20, 16
+    scorer = build_scorer("rel-eb", embed_dim=d, num_heads=1, causal=False, args=argparse.Namespace(rel_radius=R))
+    head = AttentionParentHead(d, scorer=scorer)
+    assert scorer.rel_embedding.shape == (2 * R + 1, d) and scorer.rel_bias.shape == (2 * R + 1,)
+    x = torch.randn(B, S, d)
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[1, 15:] = True
+    got = head(x, pad)
+    q, k = head.query(x), head.key(x)
+    want = torch.empty(B, S, S)
+    for b in range(B):
+        for i in range(S):
+            for j in range(S):
+                c = max(-R, min(R, j - i)) + R
+                e = q[b, i] @ k[b, j] + q[b, i] @ scorer.rel_embedding[c] + scorer.rel_bias[c]
+                want[b, i, j] = float("-inf") if pad[b, j] else e / math.sqrt(d)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+    plain = AttentionParentHead(d)
+    plain.load_state_dict(head.state_dict(), strict=False)
+    assert torch.allclose(plain(x, pad)[0], (q[0] @ k[0].T) / math.sqrt(d), atol=1e-5)
+
+
+def _tiny_task(tmp_path, n=40):
+    """The cogs_tagging task on the first n examples of each COGS subset (dictionaries of the full prep)."""
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingTask
+
+    full = tmp_path / "full"
+    _prep(full)
+    small = tmp_path / "small"
+    small.mkdir()
+    for f in full.iterdir():
+        if f.name.startswith("dict."):
+            shutil.copy(f, small / f.name)
+        else:
+            lines = f.read_text().split("\n")[:-1]
+            (small / f.name).write_text("\n".join(lines[:n]) + "\n")
+    return CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small))), small
+
+
+def _prep(out):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cogs_tagging_prep", REPO / "data-prep" / "cogs_tagging.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--out", str(out), "--cogs-dir", str(COGS_DIR)])
+
+
+@needs_cogs
+def test_presets_of_table_12_and_their_heads(tmp_path):
+    """The 12 tagging columns build, with the encoder, sharing and parent head their names say."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    from fairseq_compgen.models.archs_ontanon import TAGGING_COLUMNS
+    from fairseq_compgen.models.tagger import CompgenTaggerModel
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingCriterion
+
+    task, _ = _tiny_task(tmp_path)
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    sample = ds.collater([ds[i] for i in range(8)])
+    B, S = sample["net_input"]["src_tokens"].shape
+    assert len(TAGGING_COLUMNS) == 12 and task.max_sentence_length == max(
+        len(line.split()) for sub in ("train", "valid", "test", "gen")
+        for line in (Path(task.cfg.data) / f"{sub}.src").read_text().split("\n")[:-1])
+    counts = {}
+    for col, (pos, layers, shared, parent) in TAGGING_COLUMNS.items():
+        args = argparse.Namespace()
+        ARCH_CONFIG_REGISTRY["ontanon_tagging_" + col.replace("-", "_")](args)
+        model = CompgenTaggerModel.build_model(args, task)
+        assert args.tagger_parent_head == parent and args.encoder_embed_dim == 64
+        assert args.self_attn_pos == ("rel-eb" if pos == "rel-eb" else "none")
+        assert len(model.encoder.stack.layers) == (1 if shared else layers)
+        K = {"absolute": task.max_sentence_length + 1, "relative": 2 * task.max_sentence_length - 1,
+             "attention": S}[parent]
+        out = model(**sample["net_input"])
+        assert out["parent"].shape == (B, S, K)
+        has_rel = model.parent_head.__dict__["_modules"].get("scorer") is not None
+        assert has_rel == (parent == "attention" and pos == "rel-eb")
+        loss, size, _ = CogsTaggingCriterion(task)(model, sample)
+        assert torch.isfinite(loss) and size == sample["ntokens"]
+        counts[col] = sum(p.numel() for p in model.parameters())
+    # the attention head of rel-eb adds its 33 relative embeddings of size 64 and 33 biases
+    base = counts["rel-eb-small-2s-attention"] - counts["abs-small-2-attention"]
+    enc = sum(p.numel() for p in CompgenTaggerModel.build_model(
+        _preset("rel-eb-small-2s-attention"), task).encoder.parameters()) - sum(
+        p.numel() for p in CompgenTaggerModel.build_model(_preset("abs-small-2-attention"), task).encoder.parameters())
+    assert base - enc == 33 * 64 + 33
+
+
+def _preset(col):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    args = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY["ontanon_tagging_" + col.replace("-", "_")](args)
+    return args
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+@needs_cogs
+@pytest.mark.parametrize("head", ["absolute", "relative", "attention"])
+def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
+    """train.sh on 24 training sentences until they are memorized; evaluate.sh decodes the same sentences
+    (copied as the gen subset, with categories) and scores them: exact match 1, per category, every example."""
+    _, small = _tiny_task(tmp_path, n=24)
+    for f in ("src", "lf", *ct.FIELDS):  # gen := train, so a memorized model must score 1 there
+        shutil.copy(small / f"train.{f}", small / f"gen.{f}")
+    (small / "gen.cat").write_text("".join(f"cat{i % 3}\n" for i in range(24)))
+    save = tmp_path / "ckpt"
+    train = subprocess.run(
+        ["bash", str(REPO / "scripts" / "train.sh"), "--cpu", f"ontanon_tagging_rel_eb_small_2s_{head}", str(small),
+         str(save), "--lr", "3e-3", "--batch-size", "8", "--max-update", "240", "--valid-subset", "gen",
+         "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
+        capture_output=True, text=True, env=_env(), timeout=600)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert "--task cogs_tagging --criterion cogs_tagging" in (save / "command.txt").read_text()
+    ev = subprocess.run(["bash", str(REPO / "scripts" / "evaluate.sh"), str(save / "checkpoint_last.pt"), str(small),
+                         "gen", "valid"], capture_output=True, text=True, env=dict(_env(), GENERATE_FLAGS="--cpu"),
+                        timeout=600)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    gen = json.loads((save / "eval" / "gen.json").read_text())
+    assert gen["n"] == 24 and gen["accuracy"] == 1.0, (save / "eval" / "gen.table.txt").read_text()
+    assert {c: v["n"] for c, v in gen["per_category"].items()} == {"cat0": 8, "cat1": 8, "cat2": 8}
+    log = (save / "eval" / "gen.generate.txt").read_text()
+    assert "Tagged gen: 24 examples, exact match 1.0000, all tags right 1.0000" in log
+    valid = json.loads((save / "eval" / "valid.json").read_text())  # unseen sentences: scored, not necessarily right
+    hyps = [line for line in (save / "eval" / "valid.generate.txt").read_text().split("\n") if line.startswith("H-")]
+    assert valid["n"] == len(hyps) == 24 and valid["per_category"] == {}
+
+
+@needs_cogs
+def test_tagging_task_and_decoder_name_missing_files(tmp_path):
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingTask
+
+    _, small = _tiny_task(tmp_path, n=4)
+    (small / "dict.role.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="dict.role.txt.*data-prep/cogs_tagging.py"):
+        CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small)))
+    from fairseq_compgen.tasks import cogs_tagging_generate
+
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        cogs_tagging_generate.main([str(tmp_path / "missing.pt"), str(small)])
