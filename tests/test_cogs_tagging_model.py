@@ -221,3 +221,56 @@ def test_tagging_task_and_decoder_name_missing_files(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         cogs_tagging_generate.main([str(tmp_path / "missing.pt"), str(small)])
+
+
+@needs_cogs
+def test_empty_tags_as_padding_leaves_empty_tags_out_of_loss_and_metric(tmp_path):
+    """--empty-tags-as-padding (a reading of the authors' code): empty tag targets become padding, so the loss
+    skips them and tag_accuracy ignores what the model predicts there; by default they are a class like any other."""
+    from fairseq_compgen.models.tagger import CompgenTaggerModel
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingCriterion, CogsTaggingTask
+
+    _, small = _tiny_task(tmp_path, n=16)
+    tasks = {flag: CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small), empty_tags_as_padding=flag))
+             for flag in (False, True)}
+    samples = {}
+    for flag, task in tasks.items():
+        task.load_dataset("train")
+        ds = task.dataset("train")
+        samples[flag] = ds.collater([ds[i] for i in range(16)])
+    cat = tasks[True].tag_dictionaries["category"]
+    empty_default = samples[False]["target"]["category"] == cat.index(ct.EMPTY)
+    assert empty_default.any()
+    assert (samples[True]["target"]["category"][empty_default] == cat.pad()).all()
+    assert (samples[True]["target"]["category"][~empty_default] == samples[False]["target"]["category"][~empty_default]).all()
+
+    torch.manual_seed(0)
+    model = CompgenTaggerModel.build_model(_preset("abs-small-2-attention"), tasks[True])
+    sample = samples[True]
+    S = sample["net_input"]["src_tokens"].size(1)
+
+    class Oracle(torch.nn.Module):  # right where the target is a tag; CNOUN wherever it is empty (padding)
+        parent_head = model.parent_head
+
+        def forward(self, src_tokens, src_lengths):
+            res = {}
+            for f, t in sample["target"].items():
+                if f == "parent":
+                    res[f] = torch.nn.functional.one_hot(model.parent_head.to_classes(t).clamp(min=0), S).float()
+                    continue
+                d = tasks[True].tag_dictionaries[f]
+                t = t.masked_fill(t == d.pad(), d.index("CNOUN") if f == "category" else d.index(ct.EMPTY))
+                res[f] = torch.nn.functional.one_hot(t, len(d)).float()
+            return res
+
+    pred = tasks[True].predict(Oracle(), sample)
+    assert all(ok for _, ok, _, _ in pred)  # CNOUN on empty-category tokens is not scored
+    assert not any(lf == ref for (_, _, lf, _), ref in zip(pred, sample["lf"]))  # ... but it breaks the rebuilt form
+    # the loss has no term for empty targets: changing the logits there changes nothing
+    crit = CogsTaggingCriterion(tasks[True])
+    out = model(**sample["net_input"])
+    base = crit(type("M", (), {"__call__": lambda self, **kw: out, "parent_head": model.parent_head})(), sample)[0]
+    noisy = dict(out)
+    noisy["category"] = out["category"].masked_fill((sample["target"]["category"] == cat.pad()).unsqueeze(-1), 5.0)
+    changed = crit(type("M", (), {"__call__": lambda self, **kw: noisy, "parent_head": model.parent_head})(), sample)[0]
+    assert torch.allclose(base, changed)

@@ -16,6 +16,11 @@ fairseq_compgen/data/cogs_tagging.py equals the reference).
     fairseq-train DATA --user-dir fairseq_compgen --task cogs_tagging --arch compgen_tagger \
         --criterion cogs_tagging --optimizer adam --lr 5e-4 --batch-size 64 --max-epoch 16 \
         --valid-subset valid,gen --best-checkpoint-metric exact_match --maximize-best-checkpoint-metric
+
+(scripts/train.sh sets the task, criterion and best metric by itself for a tagging folder.)  Decoding a
+checkpoint on a subset, in fairseq-generate's line format: fairseq_compgen/tasks/cogs_tagging_generate.py.
+Vocabularies are the ``dict.*.txt`` files of the data folder, so a checkpoint always decodes with the ids it
+was trained with.
 """
 
 import logging
@@ -57,9 +62,11 @@ def _load_dict(data, name):
 
 
 class TaggingDataset(FairseqDataset):
-    def __init__(self, src, tags, lfs, src_dict, tag_dicts):
+    def __init__(self, src, tags, lfs, src_dict, tag_dicts, empty_as_pad=False):
         self.src, self.tags, self.lfs = src, tags, lfs
         self.src_dict, self.tag_dicts = src_dict, tag_dicts
+        # tag string -> id; with empty_as_pad the empty tag gets the padding id (ignored by loss and metric)
+        self.empty_ids = {f: (d.pad() if empty_as_pad else d.index(ct.EMPTY)) for f, d in tag_dicts.items()}
         self.sizes = np.array([len(s.split()) for s in src])
 
     def __getitem__(self, i):
@@ -69,7 +76,8 @@ class TaggingDataset(FairseqDataset):
             "id": i,
             "src": torch.LongTensor([self.src_dict.index(w) for w in words]),
             "parent": torch.LongTensor(t.parent),  # position, -1 = none (the model's parent head maps it to classes)
-            **{f: torch.LongTensor([self.tag_dicts[f].index(x or ct.EMPTY) for x in getattr(t, f)]) for f in TAG_FIELDS},
+            **{f: torch.LongTensor([self.tag_dicts[f].index(x) if x else self.empty_ids[f] for x in getattr(t, f)])
+               for f in TAG_FIELDS},
         }
 
     def __len__(self):
@@ -111,6 +119,12 @@ class TaggingDataset(FairseqDataset):
 @dataclass
 class CogsTaggingConfig(FairseqDataclass):
     data: str = field(default="", metadata={"help": "folder written by data-prep/cogs_tagging.py"})
+    empty_tags_as_padding: bool = field(default=False, metadata={
+        "help": "a reading of the authors' code (spec_001 §6.1: loss and metric skip targets equal to PAD, id 0), "
+                "in which an empty tag shares id 0 with PAD: empty role/category/noun-type/verb-name targets are "
+                "left out of the loss and of tag_accuracy. The model is then never taught to predict an empty tag, "
+                "so exact_match (the logical form rebuilt from every predicted tag) is not meaningful; compare "
+                "tag_accuracy"})
 
 
 @register_task("cogs_tagging", dataclass=CogsTaggingConfig)
@@ -149,7 +163,8 @@ class CogsTaggingTask(FairseqTask):
             if len(t) != len(s.split()):
                 raise DataError(base + ".parent", k + 1, f"{len(s.split())} tags (one per token)", cols["parent"][k])
             tags.append(t)
-        self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries)
+        self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries,
+                                              self.cfg.empty_tags_as_padding)
         logger.info("cogs_tagging %s: %d examples", split, len(src))
 
     @property
@@ -169,7 +184,8 @@ class CogsTaggingTask(FairseqTask):
     def predict(self, model, sample):
         """Greedy tags of a batch: per example (id, correct tags?, rebuilt logical form or None, error).
 
-        A prediction is correct (``tags_ok``) when all 5 tags are right at every token (the authors' metric);
+        A prediction is correct (``tags_ok``) when all 5 tags are right at every token (the authors' metric; with
+        --empty-tags-as-padding only where the reference tag is not empty);
         the logical form is rebuilt from the predicted tags (None, with the reason, when they describe none).
         """
         model.eval()
@@ -179,10 +195,11 @@ class CogsTaggingTask(FairseqTask):
         pred["parent"] = model.parent_head.to_parents(net_output["parent"].argmax(-1))
         pred = {f: t.cpu() for f, t in pred.items()}
         target = {f: t.cpu() for f, t in sample["target"].items()}
+        pads = {"parent": IGNORE, **{f: self.tag_dictionaries[f].pad() for f in TAG_FIELDS}}  # targets not scored
         out = []
         for b, words in enumerate(sample["src_text"]):
             n = len(words.split())
-            tags_ok = all(bool((pred[f][b, :n] == target[f][b, :n]).all()) for f in pred)
+            tags_ok = all(bool((pred[f][b, :n] == target[f][b, :n])[target[f][b, :n] != pads[f]].all()) for f in pred)
             tags = ct.Tags(
                 pred["parent"][b, :n].tolist(),
                 *[[("" if x == ct.EMPTY else x) for x in (self.tag_dictionaries[f][i] for i in pred[f][b, :n].tolist())]
