@@ -210,9 +210,13 @@ SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
 
 
 def test_sweep_files_plan_and_use_registered_archs(tmp_path):
-    from fairseq_compgen.models.standalone import compgen_archs
+    from fairseq.models import ARCH_MODEL_REGISTRY
 
-    archs = set(compgen_archs())
+    from fairseq_compgen.models.standalone import compgen_archs
+    from fairseq_compgen.models.tagger import CompgenTaggerModel
+
+    # encoder-decoder archs, and the encoder-only taggers of sweeps/ontanon_tagging.yaml
+    archs = set(compgen_archs()) | {a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is CompgenTaggerModel}
     presets = {"scan", "cfq", "cfq_universal", "pcfg", "cogs", "cogs_noam", "math"}
     assert SWEEPS, "no sweep files"
     for path in SWEEPS:
