@@ -274,3 +274,28 @@ def test_empty_tags_as_padding_leaves_empty_tags_out_of_loss_and_metric(tmp_path
     noisy["category"] = out["category"].masked_fill((sample["target"]["category"] == cat.pad()).unsqueeze(-1), 5.0)
     changed = crit(type("M", (), {"__call__": lambda self, **kw: noisy, "parent_head": model.parent_head})(), sample)[0]
     assert torch.allclose(base, changed)
+
+
+@needs_cogs
+def test_random_batches_draw_new_mixed_length_batches_every_epoch(tmp_path):
+    """--random-batches: training batches are random sentences, a new draw per epoch (fairseq seeds the call with
+    seed + epoch); validation subsets keep fairseq's equal-length batches."""
+    from fairseq.data import data_utils
+
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingTask
+
+    _, small = _tiny_task(tmp_path, n=200)
+    task = CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small), random_batches=True))
+    task.load_dataset("train")
+    task.load_dataset("valid")
+    train, valid = task.dataset("train"), task.dataset("valid")
+    orders = []
+    for epoch in (1, 2, 1):
+        with data_utils.numpy_seed(1 + epoch):
+            orders.append(train.ordered_indices().tolist())
+    assert sorted(orders[0]) == list(range(200)) and orders[0] != orders[1] and orders[0] == orders[2]
+    assert not train.can_reuse_epoch_itr_across_epochs and valid.can_reuse_epoch_itr_across_epochs
+    assert (valid.sizes[valid.ordered_indices()] == sorted(valid.sizes)).all()
+    batches = [b for b in task.get_batch_iterator(train, max_sentences=64, seed=1, epoch=1).next_epoch_itr(shuffle=True)]
+    assert sum(len(b["id"]) for b in batches) == 200
+    assert any(len(set(train.sizes[b["id"].numpy()])) > 1 for b in batches)  # lengths mixed within a batch

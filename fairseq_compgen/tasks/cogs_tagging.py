@@ -62,8 +62,9 @@ def _load_dict(data, name):
 
 
 class TaggingDataset(FairseqDataset):
-    def __init__(self, src, tags, lfs, src_dict, tag_dicts, empty_as_pad=False):
+    def __init__(self, src, tags, lfs, src_dict, tag_dicts, empty_as_pad=False, random_batches=False):
         self.src, self.tags, self.lfs = src, tags, lfs
+        self.random_batches = random_batches
         self.src_dict, self.tag_dicts = src_dict, tag_dicts
         # tag string -> id; with empty_as_pad the empty tag gets the padding id (ignored by loss and metric)
         self.empty_ids = {f: (d.pad() if empty_as_pad else d.index(ct.EMPTY)) for f, d in tag_dicts.items()}
@@ -90,7 +91,13 @@ class TaggingDataset(FairseqDataset):
         return int(self.sizes[i])
 
     def ordered_indices(self):
+        if self.random_batches:  # fairseq calls this under numpy_seed(seed + epoch): a new order every epoch
+            return np.random.permutation(len(self.src))
         return np.argsort(self.sizes, kind="mergesort")
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return not self.random_batches  # random batches: fairseq rebuilds the batches every epoch
 
     def collater(self, samples):
         if not samples:
@@ -119,6 +126,10 @@ class TaggingDataset(FairseqDataset):
 @dataclass
 class CogsTaggingConfig(FairseqDataclass):
     data: str = field(default="", metadata={"help": "folder written by data-prep/cogs_tagging.py"})
+    random_batches: bool = field(default=False, metadata={
+        "help": "train on batches of random sentences, drawn afresh every epoch (the authors' tf.data pipeline: a "
+                "full shuffle, then batches of --batch-size), instead of fairseq's batches of equal-length sentences "
+                "(where, e.g., all one-word primitive examples share a few batches)"})
     empty_tags_as_padding: bool = field(default=False, metadata={
         "help": "a reading of the authors' code (spec_001 §6.1: loss and metric skip targets equal to PAD, id 0), "
                 "in which an empty tag shares id 0 with PAD: empty role/category/noun-type/verb-name targets are "
@@ -164,7 +175,8 @@ class CogsTaggingTask(FairseqTask):
                 raise DataError(base + ".parent", k + 1, f"{len(s.split())} tags (one per token)", cols["parent"][k])
             tags.append(t)
         self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries,
-                                              self.cfg.empty_tags_as_padding)
+                                              self.cfg.empty_tags_as_padding,
+                                              self.cfg.random_batches and split == "train")
         logger.info("cogs_tagging %s: %d examples", split, len(src))
 
     @property
