@@ -15,7 +15,7 @@ import fairseq_compgen  # noqa: F401  (registers everything)
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-from fairseq_compgen.models.standalone import compgen_archs
+from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
 from fairseq_compgen.models.tagger import CompgenTaggerModel
 from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig
 from fairseq_compgen.tasks.compgen import CompgenConfig
@@ -26,8 +26,7 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         print("architectures:", " ".join(compgen_archs()))
-        taggers = sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is CompgenTaggerModel)
-        print("\nencoder-only taggers (--task cogs_tagging):", " ".join(taggers))
+        print("\nencoder-only taggers (--task cogs_tagging):", " ".join(tagger_archs()))
         return
     arch = argv[0]
     if arch not in ARCH_MODEL_REGISTRY:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from model_helpers import data_prep_script
 
 import fairseq_compgen.models  # noqa: F401  (registers models and presets)
 from fairseq_compgen.data import cogs_tagging as ct
@@ -114,12 +115,7 @@ def _tiny_task(tmp_path, n=40):
 
 
 def _prep(out):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("cogs_tagging_prep", REPO / "data-prep" / "cogs_tagging.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--out", str(out), "--cogs-dir", str(COGS_DIR)])
+    data_prep_script("cogs_tagging").main(["--out", str(out), "--cogs-dir", str(COGS_DIR)])
 
 
 @needs_cogs

@@ -7,7 +7,6 @@ mechanics are tested; counts are checked on the full real files.
 """
 
 import hashlib
-import importlib.util
 import io
 import json
 import subprocess
@@ -17,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from model_helpers import data_prep_script
 
 from fairseq_compgen.data import cfq, cogs, pcfg
 from fairseq_compgen.data import math_dataset as md
@@ -44,13 +44,6 @@ needs_pcfg = _needs(PCFG_DIR / "productivity" / "test.src", "PCFG SET files")
 needs_math = _needs(MATH_DIR / "train-easy" / "arithmetic__add_or_sub.txt", "Mathematics files")
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_data_prep", REPO / "data-prep" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _lines(path):
     return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
 
@@ -76,7 +69,7 @@ def _bin_files(d, subsets):
 def test_cogs_end_to_end_with_categories(tmp_path, capsys):
     """Full real files (text only: counts, gen.cat, per-category scoring) ..."""
     out = tmp_path / "cogs"
-    summary = _script("cogs").main(["--out", str(out), "--cogs-dir", str(COGS_DIR), "--no-binarize"])
+    summary = data_prep_script("cogs").main(["--out", str(out), "--cogs-dir", str(COGS_DIR), "--no-binarize"])
     d = out / "default"
     expected = {"train": 24155, "valid": 3000, "test": 3000, "gen": 21000}
     assert {s: summary[s]["n_in"] for s in expected} == expected
@@ -122,7 +115,7 @@ def test_cogs_binaries_with_gen_cat(tmp_path):
     for stem in ("train", "dev", "test", "gen"):
         _tsv(small / f"{stem}.tsv", cogs.read_tsv(COGS_DIR / f"{stem}.tsv")[::10])
     out = tmp_path / "cogs"
-    prep = _script("cogs")
+    prep = data_prep_script("cogs")
     args = ["--out", str(out), "--cogs-dir", str(small), "--no-count-check", "--joined-dictionary"]
     summary = prep.main(args)
     d = out / "default"
@@ -151,7 +144,7 @@ def test_cogs_train_100_count_mismatch_and_atomicity(tmp_path):
     small.mkdir()
     for stem, rows in src.items():
         _tsv(small / f"{stem}.tsv", rows[:50] if stem != "gen" else rows[::500])
-    prep = _script("cogs")
+    prep = data_prep_script("cogs")
     out = tmp_path / "out"
     # not the official counts: stops before writing anything
     with pytest.raises(CountMismatch, match="train: 50 examples, expected 24155"):
@@ -192,7 +185,7 @@ def test_cogs_missing_file(tmp_path):
 @needs_cfq
 def test_cfq_preprocessed_mcd1_counts(tmp_path, capsys):
     out = tmp_path / "cfq"
-    summary = _script("cfq").main(
+    summary = data_prep_script("cfq").main(
         ["--split", "mcd1", "--out", str(out), "--preprocessed-dir", str(CFQ_PRE), "--no-binarize"]
     )["mcd1"]
     assert {s: summary[s]["n_in"] for s in ("train", "valid", "test")} == {"train": 95743, "valid": 11968, "test": 11968}
@@ -242,7 +235,7 @@ def _tarball(path, records=RECORDS, split=None, raw=None):
 def test_cfq_tarball_streaming_end_to_end(tmp_path):
     tb = _tarball(tmp_path / "cfq1.1.tar.gz")
     out = tmp_path / "out"
-    summary = _script("cfq").main(
+    summary = data_prep_script("cfq").main(
         ["--split", "mcd1", "--out", str(out), "--cfq-tarball", str(tb), "--no-count-check"]
     )["mcd1"]
     d = out / "mcd1"
@@ -252,7 +245,7 @@ def test_cfq_tarball_streaming_end_to_end(tmp_path):
     assert all(p.is_file() for p in _bin_files(d, ("train", "valid", "test")))
     # the default count check refuses a non-official release, writing nothing
     with pytest.raises(CountMismatch, match="expected 95743"):
-        _script("cfq").main(["--split", "mcd1", "--out", str(tmp_path / "o2"), "--cfq-tarball", str(tb)])
+        data_prep_script("cfq").main(["--split", "mcd1", "--out", str(tmp_path / "o2"), "--cfq-tarball", str(tb)])
     assert not (tmp_path / "o2" / "mcd1" / "train.src").exists()
 
 
@@ -337,7 +330,7 @@ def test_pcfg_prep_from_a_folder(tmp_path, capsys):
         (folder / "productivity" / f"train.{ext}").write_bytes((PCFG_DIR / "pcfgset" / f"dev.{ext}").read_bytes())
         lines = _lines(PCFG_DIR / "productivity" / f"test.{ext}")[:2000]
         (folder / "productivity" / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    prep = _script("pcfg")
+    prep = data_prep_script("pcfg")
     out = tmp_path / "out"
     args = ["--split", "productivity", "--out", str(out), "--pcfg-dir", str(folder), "--joined-dictionary"]
     with pytest.raises(CountMismatch, match="expected 81010"):
@@ -402,7 +395,7 @@ def test_math_prep_character_level(tmp_path):
     small = tmp_path / "math"
     _math_subsample(small)
     out = tmp_path / "out"
-    summary = _script("mathematics").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
+    summary = data_prep_script("mathematics").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
     res = summary["numbers__place_value"]
     assert {s: res[s]["n_out"] for s in ("train", "valid", "gen")} == {"train": 300, "valid": 100, "gen": 100}
     d = out / "numbers__place_value"
@@ -423,7 +416,7 @@ def test_math_odd_line_count_is_an_error(tmp_path):
     bad.write_text("\n".join(_lines(bad)[:7]) + "\n")
     out = tmp_path / "out"
     with pytest.raises(DataError, match=rf"{bad}:7: expected an answer after the question"):
-        _script("mathematics").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
+        data_prep_script("mathematics").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
     assert not list(out.rglob("*.*")), "nothing may be written"
     (small / "extrapolate" / "arithmetic__add_or_sub_big.txt").unlink()
     with pytest.raises(FileNotFoundError, match="arithmetic__add_or_sub_big.txt"):

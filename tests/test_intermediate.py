@@ -4,12 +4,12 @@ Compositional Tasks", ACL, Section 4.5 (spec_001 §6): CFQ-im and COGS as sequen
 Round trips are checked on every example of the real data in shared/data.
 """
 
-import importlib.util
 import io
 import shutil
 from pathlib import Path
 
 import pytest
+from model_helpers import data_prep_script
 
 from fairseq_compgen.data import cfq_im
 from fairseq_compgen.data.io import DataError
@@ -22,13 +22,6 @@ COGS_DIR = SHARED_DATA / "cogs"
 
 needs_cfq = pytest.mark.skipif(not (CFQ_PRE / "train.query.txt").exists(), reason=f"CFQ MCD1 not at {CFQ_PRE}")
 needs_cogs = pytest.mark.skipif(not (COGS_DIR / "gen.tsv").exists(), reason=f"COGS not at {COGS_DIR}")
-
-
-def _script(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_data_prep", REPO / "data-prep" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +116,7 @@ def test_cfq_im_restore_bad_reference_names_line():
 @needs_cfq
 def test_cfq_data_prep_intermediate(tmp_path):
     out = tmp_path / "cfq"
-    _script("cfq").main(
+    data_prep_script("cfq").main(
         ["--split", "mcd1", "--out", str(out), "--preprocessed-dir", str(CFQ_PRE), "--no-binarize", "--intermediate"]
     )
     tgt = (out / "mcd1" / "valid.tgt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -201,7 +194,7 @@ def test_cogs_tagging_round_trip_on_every_example(stem, n):
 
 @needs_cogs
 def test_cogs_tagging_data_prep(tmp_path):
-    counts = _script("cogs_tagging").main(["--out", str(tmp_path), "--cogs-dir", str(COGS_DIR)])
+    counts = data_prep_script("cogs_tagging").main(["--out", str(tmp_path), "--cogs-dir", str(COGS_DIR)])
     assert counts == {"train": 24155, "valid": 3000, "test": 3000, "gen": 21000}
     src = (tmp_path / "gen.src").read_text().split("\n")[:-1]
     lf = (tmp_path / "gen.lf").read_text().split("\n")[:-1]
@@ -226,7 +219,7 @@ def test_cogs_tagging_task_model_and_criterion(tmp_path):
     from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingCriterion, CogsTaggingTask
 
     full = tmp_path / "full"
-    _script("cogs_tagging").main(["--out", str(full), "--cogs-dir", str(COGS_DIR)])
+    data_prep_script("cogs_tagging").main(["--out", str(full), "--cogs-dir", str(COGS_DIR)])
     small = tmp_path / "small"
     small.mkdir()
     for sub in ("train", "valid"):

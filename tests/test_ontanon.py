@@ -1,7 +1,5 @@
 """Ontañón et al. (2022): relative labels, copy decoder, presets and Table 11, algorithmic tasks, tf_accuracy."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +10,7 @@ from fairseq_compgen.models.archs_ontanon import CONFIGS, arch_name
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.position_scorer import SCORERS
 from fairseq_compgen.tasks.greedy import teacher_forced_exact_match
-from model_helpers import build
+from model_helpers import build, data_prep_script
 
 PAD, EOS = 1, 2
 R = 16
@@ -298,9 +296,7 @@ def test_generators(task):
 
 
 def test_data_prep_command(tmp_path):
-    spec = importlib.util.spec_from_file_location("algo_prep", Path(__file__).parents[1] / "data-prep" / "algorithmic.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = data_prep_script("algorithmic")
     mod.main(["--out", str(tmp_path), "--tasks", "dup", "cart", "--train-size", "50", "--test-size", "8",
               "--no-binarize"])
     for task in ("dup", "cart"):

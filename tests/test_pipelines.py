@@ -210,13 +210,10 @@ SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
 
 
 def test_sweep_files_plan_and_use_registered_archs(tmp_path):
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    from fairseq_compgen.models.standalone import compgen_archs
-    from fairseq_compgen.models.tagger import CompgenTaggerModel
+    from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
 
     # encoder-decoder archs, and the encoder-only taggers of sweeps/ontanon_tagging.yaml
-    archs = set(compgen_archs()) | {a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is CompgenTaggerModel}
+    archs = set(compgen_archs()) | set(tagger_archs())
     presets = {"scan", "cfq", "cfq_universal", "pcfg", "cogs", "cogs_noam", "math"}
     assert SWEEPS, "no sweep files"
     for path in SWEEPS:

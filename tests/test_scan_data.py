@@ -5,11 +5,11 @@ repository checkout (no network access).
 """
 
 import hashlib
-import importlib.util
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from model_helpers import data_prep_script
 
 from fairseq_compgen.data.io import DataError, atomic_write_lines
 from fairseq_compgen.data.scan import (
@@ -218,10 +218,7 @@ def test_official_splits_from_local_dir():
 
 @pytest.fixture(scope="module")
 def prep():
-    spec = importlib.util.spec_from_file_location("scan_data_prep", REPO / "data-prep" / "scan.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return data_prep_script("scan")
 
 
 def _lines(path):

@@ -1,5 +1,4 @@
 """Syntactic Attention (Russin et al. 2019; spec_002_004 Part B) against its equations, its decoding, and fairseq."""
-import importlib.util
 import os
 import re
 import subprocess
@@ -10,7 +9,7 @@ import pytest
 import torch
 
 from fairseq_compgen.models.syntactic_attention import SyntacticAttentionModel, attend
-from model_helpers import build
+from model_helpers import build, data_prep_script
 
 REPO = Path(__file__).resolve().parents[1]
 PAD, EOS, BOS = 1, 2, 0
@@ -161,9 +160,7 @@ def _bin(name):
 
 
 def test_train_and_generate_on_tiny_scan(tmp_path):
-    spec = importlib.util.spec_from_file_location("scan_data_prep_sa", REPO / "data-prep" / "scan.py")
-    prep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prep)
+    prep = data_prep_script("scan")  # a copy of its own: build_split is replaced below
     full_build = prep.build_split
 
     def small_build(name, scan_dir=None):  # the add-jump split, every 60th train and every 250th test line

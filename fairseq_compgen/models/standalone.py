@@ -35,4 +35,12 @@ def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, joined: Opti
 
 def compgen_archs():
     """Every encoder-decoder architecture registered by this package, sorted."""
-    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_compgen") and issubclass(cls, FairseqEncoderDecoderModel))  # encoder-only taggers have no decoder to step
+    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items()  # encoder-only taggers (tagger_archs) are not here
+                  if cls.__module__.startswith("fairseq_compgen") and issubclass(cls, FairseqEncoderDecoderModel))
+
+
+def tagger_archs():
+    """Every architecture of the encoder-only `compgen_tagger` (COGS as sequence tagging), sorted."""
+    from fairseq_compgen.models.tagger import CompgenTaggerModel
+
+    return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is CompgenTaggerModel)

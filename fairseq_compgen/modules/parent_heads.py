@@ -35,15 +35,12 @@ PARENT_HEADS: Dict[str, Type["ParentHead"]] = {}
 def _register(name: str):
     def wrap(cls):
         PARENT_HEADS[name] = cls
-        cls.name = name
         return cls
 
     return wrap
 
 
 class ParentHead(nn.Module):
-    name = ""
-
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         """x [B, S, C], pad [B, S] (True at padding) -> logits [B, S, K]."""
         raise NotImplementedError

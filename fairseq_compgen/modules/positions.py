@@ -54,17 +54,16 @@ def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> 
 class TokenEmbedding(nn.Module):
     """Token embedding plus (optionally) absolute sinusoidal positions, scaled by one of the schemes above.
 
-    `scaling=None`: Xavier-uniform init, no scaling (relative-attention models). Sinusoidal positions are
-    added when `positions` (default: whenever a scaling scheme is given).
+    `scaling=None`: Xavier-uniform init, no scaling (relative-attention models). `positions`: add the sinusoids.
     """
 
     def __init__(self, num_embeddings: int, dim: int, padding_idx: int, scaling: Optional[str], dropout: float,
-                 positions: Optional[bool] = None):
+                 positions: bool = True):
         super().__init__()
         if scaling is not None and scaling not in EMBEDDING_SCALINGS:
             raise ValueError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
         self.dim, self.padding_idx, self.scaling = dim, padding_idx, scaling
-        self.positions = scaling is not None if positions is None else positions
+        self.positions = positions
         self.embed = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
         if scaling in (None, "teu"):
             nn.init.xavier_uniform_(self.embed.weight)

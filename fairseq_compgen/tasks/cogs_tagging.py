@@ -37,7 +37,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 
 from fairseq_compgen.data import cogs_tagging as ct
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
 
 logger = logging.getLogger(__name__)
@@ -46,11 +46,7 @@ SUBSETS = ("train", "valid", "test", "gen")
 
 
 def _read(path):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"COGS tagging file not found: {path} (made by data-prep/cogs_tagging.py)")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    return read_data_lines(path, "COGS tagging file (made by data-prep/cogs_tagging.py)")
 
 
 def _load_dict(data, name):
@@ -208,10 +204,12 @@ class CogsTaggingTask(FairseqTask):
         pred = {f: t.cpu() for f, t in pred.items()}
         target = {f: t.cpu() for f, t in sample["target"].items()}
         pads = {"parent": IGNORE, **{f: self.tag_dictionaries[f].pad() for f in TAG_FIELDS}}  # targets not scored
+        tags_ok = torch.ones(len(sample["src_text"]), dtype=torch.bool)  # [B]; padding positions hold pad targets
+        for f in pred:
+            tags_ok &= ((pred[f] == target[f]) | (target[f] == pads[f])).all(1)
         out = []
         for b, words in enumerate(sample["src_text"]):
             n = len(words.split())
-            tags_ok = all(bool((pred[f][b, :n] == target[f][b, :n])[target[f][b, :n] != pads[f]].all()) for f in pred)
             tags = ct.Tags(
                 pred["parent"][b, :n].tolist(),
                 *[[("" if x == ct.EMPTY else x) for x in (self.tag_dictionaries[f][i] for i in pred[f][b, :n].tolist())]
@@ -221,7 +219,7 @@ class CogsTaggingTask(FairseqTask):
                 lf, error = ct.from_tags(words, tags), None
             except ct.TaggingError as e:  # tags that describe no logical form: wrong
                 lf, error = None, str(e)
-            out.append((int(sample["id"][b]), tags_ok, lf, error))
+            out.append((int(sample["id"][b]), bool(tags_ok[b]), lf, error))
         return out
 
     def valid_step(self, sample, model, criterion):

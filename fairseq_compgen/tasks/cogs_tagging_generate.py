@@ -27,8 +27,6 @@ from typing import Optional, Sequence
 
 import torch
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq checkpoints hold argparse namespaces
-
 
 def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -46,11 +44,11 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
 
     from fairseq import checkpoint_utils
 
-    import fairseq_compgen  # noqa: F401  (registers the task and models)
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingTask  # (importing the package registers everything)
 
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
     model = models[0]
-    if task.__class__.__name__ != "CogsTaggingTask":
+    if not isinstance(task, CogsTaggingTask):
         raise ValueError(f"{args.checkpoint} was trained with task {type(task).__name__}, not cogs_tagging "
                          f"(decode seq2seq checkpoints with fairseq-generate / scripts/evaluate.sh)")
     use_cuda = torch.cuda.is_available() and not args.cpu

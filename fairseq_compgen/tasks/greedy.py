@@ -59,6 +59,7 @@ def exact_match_rows(pred: Tensor, target: Tensor, pad: int, eos: int, oracle: b
     hyp_len = torch.where(is_eos.any(1), is_eos.float().argmax(1), torch.full_like(ref_len, pred.size(1)))  # first EOS
     return same_tokens & hyp_len.eq(ref_len)
 
+
 def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -> Tensor:
     """Greedy exact match of one fairseq batch -> bool [B]."""
     target: Tensor = sample["target"]
