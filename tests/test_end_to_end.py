@@ -35,16 +35,18 @@ def trained(scan, tmp_path_factory):
     save = tmp_path_factory.mktemp("run")
     log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
                "--batch-size", "64", "--max-update", "30", "--validate-interval-updates", "30",
-               "--save-interval-updates", "30", "--log-interval", "10", "--num-workers", "0"])
+               "--save-interval-updates", "30", "--log-interval", "10", "--num-workers", "0", "--eval-greedy"])
     return save, log
 
 
 def test_training_logs_accuracy_on_every_valid_subset(trained):
     save, log = trained
     for subset in ("valid", "gen"):
-        m = re.search(rf"valid on '{subset}' subset \|.*\| accuracy ([0-9.]+) \|.*num_updates 30", log)
+        m = re.search(rf"valid on '{subset}' subset \|.*\| accuracy ([0-9.]+) \| greedy_accuracy ([0-9.]+) \|"
+                      rf".*num_updates 30", log)
         assert m, f"no accuracy logged for {subset}:\n{log[-2000:]}"
         assert 0.0 <= float(m.group(1)) <= 1.0
+        assert m.group(1) == m.group(2)  # teacher-forced verdict == step-by-step greedy decoding (--eval-greedy)
     assert (save / "checkpoint_last.pt").exists() and (save / "command.txt").exists()
 
 

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
+from fairseq_compgen.modules.dropout import dropout
+
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
@@ -141,9 +143,21 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
             attn_mask = bias.to(q.dtype)
             if blocked is not None:
                 attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
-        out = F.scaled_dot_product_attention(
-            q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
-        )  # [B, H, Tq, dh]
+        if self.training and self.dropout > 0.0:
+            # written out so that the dropout mask on the probabilities is drawn by modules/dropout.py (SDPA's
+            # math path, which a float mask or dropout selects on CPU anyway, draws it with the slower bernoulli_)
+            logits = torch.matmul(q_content, k.transpose(-1, -2)) * self.scale  # [B, H, Tq, Tk]
+            if is_causal:
+                logits = logits.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(1),
+                                            float("-inf"))
+            elif attn_mask is not None and attn_mask.dtype == torch.bool:
+                logits = logits.masked_fill(~attn_mask, float("-inf"))
+            elif attn_mask is not None:
+                logits = logits + attn_mask
+            probs = dropout(torch.softmax(logits, dim=-1), self.dropout, True)  # [B, H, Tq, Tk]
+            out = torch.matmul(probs, v)  # [B, H, Tq, dh]
+        else:
+            out = F.scaled_dot_product_attention(q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                 scale=self.scale)  # [B, H, Tq, dh]
         out = out.transpose(1, 2).reshape(B, Tq, self.embed_dim)
         return self.out_proj(out)

@@ -35,11 +35,11 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.dropout import dropout
 from fairseq_compgen.modules.span_scorers import check_span, relative_window
 
 
@@ -104,6 +104,6 @@ class ConvSelfAttention(FairseqIncrementalState, nn.Module):
         k_pos = torch.arange(v.size(2), device=query.device)  # [Tk]
         weights = self.kernel_matrix(q_pos, k_pos).to(v.dtype)  # [H, Tq, Tk]
         if self.training and self.dropout > 0:  # one dropout mask per example
-            weights = F.dropout(weights.expand(B, -1, -1, -1), self.dropout)  # [B, H, Tq, Tk]
+            weights = dropout(weights.expand(B, -1, -1, -1), self.dropout, True)  # [B, H, Tq, Tk]
         out = torch.matmul(weights, v)  # [B, H, Tq, dh]
         return self.out_proj(out.transpose(1, 2).reshape(B, Tq, self.embed_dim))

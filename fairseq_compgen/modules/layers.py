@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.dropout import Dropout
 from fairseq_compgen.modules.self_attention_gate import gated
 
 
@@ -23,7 +24,7 @@ class FeedForward(nn.Module):
         self.fc1, self.fc2 = nn.Linear(dim, ffn_dim), nn.Linear(ffn_dim, dim)
         nn.init.xavier_uniform_(self.fc1.weight, gain=nn.init.calculate_gain("relu"))
         nn.init.xavier_uniform_(self.fc2.weight)
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:  # [B, T, C] -> [B, T, C]
         return self.fc2(self.dropout(F.relu(self.fc1(x))))
@@ -35,7 +36,7 @@ class Sublayer(nn.Module):
     def __init__(self, dim: int, dropout: float, normalize_before: bool):
         super().__init__()
         self.norm = nn.LayerNorm(dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.normalize_before = normalize_before
 
     def forward(self, x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.modules.dropout import Dropout
+
 EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras")
 
 
@@ -77,7 +79,7 @@ class TokenEmbedding(nn.Module):
             self.embed.weight[padding_idx].zero_()
         self.token_scale = math.sqrt(dim) if scaling in ("teu", "keras") else 1.0
         self.position_scale = 1.0 / math.sqrt(dim) if scaling == "ped" else 1.0
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     @property
     def weight(self) -> Tensor:

@@ -1,9 +1,12 @@
 """The `compgen` task: fairseq's translation task plus the evaluation compositional-generalization papers use.
 
-* During validation (unless `--no-eval-accuracy`) it decodes greedily on every `--valid-subset` (e.g. `valid,gen`) and logs exact-match
-  sequence accuracy as Csordás et al. (2021) define it (spec_000 §1: all tokens and the length match), as
-  `accuracy` per subset, so `--best-checkpoint-metric accuracy --maximize-best-checkpoint-metric` selects by
-  accuracy (fairseq selects on the *first* listed valid subset). No early stopping is implied.
+* During validation (unless `--no-eval-accuracy`) it logs, on every `--valid-subset` (e.g. `valid,gen`), the
+  exact-match sequence accuracy of greedy decoding as Csordás et al. (2021) define it (spec_000 §1: all tokens and
+  the length match), as `accuracy` per subset, so `--best-checkpoint-metric accuracy
+  --maximize-best-checkpoint-metric` selects by accuracy (fairseq selects on the *first* listed valid subset). No
+  early stopping is implied. The verdict is computed from one teacher-forced pass, which gives the greedy
+  decoder's verdict without decoding step by step (`tasks/greedy.py`); `--eval-greedy` also decodes step by step
+  and logs that as `greedy_accuracy`, a cross-check that must equal `accuracy`.
 * `tf_accuracy` (on by default, `--no-eval-tf-accuracy` to skip): Ontañón et al.'s notebook metric, teacher-forced argmax cut
   at the first EOS (spec_001 §8); equal to `accuracy` for a deterministic model, logged for comparison.
 * `--eval-oracle-length` also logs `oracle_accuracy` (decode to the reference length, EOS forbidden).
@@ -20,7 +23,7 @@ from fairseq import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_compgen.tasks.greedy import batch_exact_match, teacher_forced_exact_match
+from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,11 @@ class CompgenConfig(TranslationConfig):
         default=False,
         metadata={"help": "do not decode greedily on the validation subsets (by default exact-match `accuracy` is "
                           "logged per subset: tokens and length must match; Csordás et al. 2021)"},
+    )
+    eval_greedy: bool = field(
+        default=False,
+        metadata={"help": "also decode greedily step by step and log `greedy_accuracy` (must equal `accuracy`, which "
+                          "is computed from one teacher-forced pass; slower, a cross-check)"},
     )
     no_eval_tf_accuracy: bool = field(
         default=False,
@@ -82,12 +90,19 @@ class CompgenTask(TranslationTask):
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
+        net_output = None  # one teacher-forced pass serves `accuracy` and `tf_accuracy`
+        if not (self.cfg.no_eval_accuracy and self.cfg.no_eval_tf_accuracy):
+            with torch.no_grad():
+                net_output = model(**sample["net_input"])
         if not self.cfg.no_eval_accuracy:
-            correct = batch_exact_match(model, sample, pad, eos)
+            correct = greedy_match_teacher_forced(model, sample, pad, eos, net_output)
             logging_output["_em_correct"] = int(correct.sum())
             logging_output["_em_total"] = correct.numel()
+        if self.cfg.eval_greedy:
+            logging_output["_em_greedy_correct"] = int(batch_exact_match(model, sample, pad, eos).sum())
+            logging_output.setdefault("_em_total", sample["target"].size(0))
         if not self.cfg.no_eval_tf_accuracy:
-            logging_output["_em_tf_correct"] = int(teacher_forced_exact_match(model, sample, pad, eos).sum())
+            logging_output["_em_tf_correct"] = int(teacher_forced_exact_match(model, sample, pad, eos, net_output).sum())
             logging_output.setdefault("_em_total", sample["target"].size(0))
         if self.cfg.eval_oracle_length:
             logging_output["_em_oracle_correct"] = int(batch_exact_match(model, sample, pad, eos, oracle=True).sum())
@@ -116,7 +131,8 @@ class CompgenTask(TranslationTask):
         if total == 0:
             return
         metrics.log_scalar_sum("_em_total", total)
-        for key, name in (("_em_correct", "accuracy"), ("_em_oracle_correct", "oracle_accuracy"),
+        for key, name in (("_em_correct", "accuracy"), ("_em_greedy_correct", "greedy_accuracy"),
+                          ("_em_oracle_correct", "oracle_accuracy"),
                           ("_em_tf_correct", "tf_accuracy")):
             if any(key in log for log in logging_outputs):
                 metrics.log_scalar_sum(key, _sum(logging_outputs, key))

@@ -71,7 +71,20 @@ def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -
 
 
 @torch.no_grad()
-def teacher_forced_exact_match(model, sample, pad: int, eos: int) -> Tensor:
+def greedy_match_teacher_forced(model, sample, pad: int, eos: int, net_output=None) -> Tensor:
+    """Greedy exact match of one fairseq batch from one teacher-forced pass -> bool [B] (see the module docstring).
+
+    Equal to `batch_exact_match(model, sample, pad, eos)` without step-by-step decoding. `net_output`: the model's
+    output on `sample["net_input"]` if already computed.
+    """
+    target: Tensor = sample["target"]  # [B, T]: tokens, EOS, pads
+    out = model(**sample["net_input"]) if net_output is None else net_output
+    pred = model.get_normalized_probs(out, log_probs=True).argmax(-1)  # [B, T], first maximal index on ties
+    return (pred.eq(target) | target.eq(pad)).all(1)
+
+
+@torch.no_grad()
+def teacher_forced_exact_match(model, sample, pad: int, eos: int, net_output=None) -> Tensor:
     """The teacher-forced sequence accuracy of Ontañón et al.'s notebook (spec_001 §8) -> bool [B].
 
     One forward pass with the gold prefix; argmax at every position; after the first predicted EOS or PAD every
@@ -79,7 +92,7 @@ def teacher_forced_exact_match(model, sample, pad: int, eos: int) -> Tensor:
     greedy exact match for a deterministic model, hence a cross-check of `accuracy`.
     """
     target: Tensor = sample["target"]  # [B, T]
-    out = model(**sample["net_input"])
+    out = model(**sample["net_input"]) if net_output is None else net_output
     pred = out[0].argmax(-1)  # [B, T]
     ended = pred.eq(eos) | pred.eq(pad)
     after_end = (ended.long().cumsum(1) - ended.long()) > 0  # strictly after the first EOS/PAD

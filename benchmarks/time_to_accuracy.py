@@ -1,0 +1,229 @@
+"""Time to accuracy: train architectures on a prepared split with the real training command and record, at every
+validation, the update count, wall time, CPU time and exact-match accuracy on each validation subset; write JSON
+and a PNG learning curve.
+
+    python benchmarks/time_to_accuracy.py data/scan/length_cutoff_26/bin \
+        --archs rel_uni_transformer_scan compgen_transformer_scan --seeds 1 --updates 6000 --eval-every 500 \
+        --threads 1 --out results/time_to_accuracy/scan_length26
+
+Each (arch, seed) is one `scripts/train_csordas.sh DATASET ARCH ...` process (Table 4's hyperparameters for
+DATASET) run side by side with the others (`--jobs`, default all at once), with `--threads` intra-op threads each
+(OMP_NUM_THREADS / torch threads), `--log-format json`, and validation on every subset of the data folder other
+than `train` every `--eval-every` updates. The learning curve is read from fairseq's JSON validation lines as they
+are printed; wall time is measured from the process start, CPU time from /proc (user + system of the trainer).
+`--stop-at TARGET` stops a run once its generalization metric (`--target-subset`, default `gen`) reaches TARGET,
+so the benchmark measures time *to* accuracy; without it every run goes to `--updates`.
+Extra fairseq-train flags follow `--` (e.g. `-- --seed-replicas 5`). With `--seed-replicas K` each validation line
+carries per-replica accuracies (`accuracy_r0` ...); the curve then has one line per replica.
+
+Writes OUT.json (machine, commit, command of every run, all points) and OUT.png, plus each run's log and
+checkpoints under --runs (default runs/time_to_accuracy).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINE = re.compile(r"\| INFO \| (?:fairseq_cli\.train|valid) \| (\{.*\})\s*$")
+VALID = re.compile(r"\| INFO \| (\S+) \| (\{.*\})\s*$")
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a live process (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def parse_valid_line(line: str, subsets):
+    """fairseq's JSON progress line for one validation subset -> (subset, {metric: float}) or None."""
+    m = VALID.search(line)
+    if not m or m.group(1) not in subsets:
+        return None
+    try:
+        stats = json.loads(m.group(2))
+    except json.JSONDecodeError:
+        return None
+    subset = m.group(1)
+    prefix = subset + "_"
+    out = {}
+    for k, v in stats.items():
+        if k.startswith(prefix):
+            try:
+                out[k[len(prefix):]] = float(v)
+            except (TypeError, ValueError):
+                pass
+    return (subset, out) if "num_updates" in out else None
+
+
+def accuracies(metrics: dict) -> dict:
+    """{"accuracy": x} or, for a seed-replicated run, {"r0": x0, "r1": x1, ...}."""
+    reps = {k[len("accuracy_"):]: v for k, v in metrics.items() if re.fullmatch(r"accuracy_r\d+", k)}
+    return reps or ({"accuracy": metrics["accuracy"]} if "accuracy" in metrics else {})
+
+
+class Run:
+    def __init__(self, a, arch, seed):
+        self.arch, self.seed = arch, seed
+        self.save = os.path.join(a.runs, f"{arch}_s{seed}")
+        os.makedirs(self.save, exist_ok=True)
+        self.cmd = ["bash", os.path.join(ROOT, "scripts", "train_csordas.sh"), a.dataset, arch, a.data, self.save,
+                    "--cpu", "--seed", str(seed), "--max-update", str(a.updates),
+                    "--validate-interval-updates", str(a.eval_every), "--save-interval-updates", str(a.eval_every),
+                    "--log-format", "json", "--log-interval", "100", "--num-workers", "0", *a.extra]
+        self.points, self.reached, self.status = [], None, None
+
+    def start(self, a):
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+        if a.valid_subsets:
+            env["VALID_SUBSETS"] = a.valid_subsets
+        self.t0 = time.time()
+        self.log = open(os.path.join(self.save, "train.log"), "w")
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                     cwd=ROOT, start_new_session=True)
+        self.thread = threading.Thread(target=self.follow, args=(a,), daemon=True)
+        self.thread.start()
+
+    def follow(self, a):
+        pending = {}
+        for line in self.proc.stdout:
+            self.log.write(line)
+            self.log.flush()
+            parsed = parse_valid_line(line, a.subset_names)
+            if parsed is None:
+                continue
+            subset, m = parsed
+            upd = int(m["num_updates"])
+            pt = pending.setdefault(upd, {"updates": upd, "wall_s": round(time.time() - self.t0, 1),
+                                          "cpu_s": round(cpu_seconds(self.proc.pid), 1)})
+            pt[subset] = accuracies(m)
+            if all(s in pt for s in a.subset_names):
+                self.points.append(pending.pop(upd))
+                print(f"[{self.arch} s{self.seed}] {json.dumps(self.points[-1])}", flush=True)
+                gen = pt.get(a.target_subset, {})
+                if self.reached is None and gen and min(gen.values()) >= a.target:
+                    self.reached = dict(self.points[-1])
+                    if a.stop_at is not None:
+                        self.status = f"stopped at {a.target_subset} >= {a.target}"
+                        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait()
+        self.log.close()
+        if self.status is None:
+            self.status = "finished" if self.proc.returncode == 0 else f"failed (exit {self.proc.returncode})"
+
+    def result(self):
+        return {"arch": self.arch, "seed": self.seed, "command": self.cmd, "save_dir": self.save,
+                "status": self.status, "points": self.points, "target_reached_at": self.reached}
+
+
+def plot(results, a, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(results):
+        c = colors[i % len(colors)]
+        for subset, style in zip(a.subset_names, ("--", "-", ":", "-.")):
+            keys = sorted({k for p in r["points"] for k in p.get(subset, {})})
+            for j, k in enumerate(keys):
+                xs = [p["updates"] for p in r["points"] if k in p.get(subset, {})]
+                ws = [p["wall_s"] / 60 for p in r["points"] if k in p.get(subset, {})]
+                ys = [p[subset][k] for p in r["points"] if k in p.get(subset, {})]
+                label = f"{r['arch']} s{r['seed']} {subset}" if j == 0 else None
+                axes[0].plot(xs, ys, style, color=c, label=label, alpha=0.9 if j == 0 else 0.5)
+                axes[1].plot(ws, ys, style, color=c, alpha=0.9 if j == 0 else 0.5)
+    axes[0].set_xlabel("updates")
+    axes[1].set_xlabel(f"wall minutes ({a.threads} thread(s) per run, {len(results)} run(s) side by side)")
+    for ax in axes:
+        ax.set_ylabel("exact-match accuracy")
+        ax.axhline(a.target, color="grey", lw=0.5)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"time to accuracy: {a.data}")
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", help="fairseq-preprocess folder (e.g. data/scan/length_cutoff_26/bin)")
+    p.add_argument("--dataset", default="scan", help="recipe of scripts/train_csordas.sh (default scan)")
+    p.add_argument("--archs", nargs="+", default=["rel_uni_transformer_scan", "compgen_transformer_scan"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[1])
+    p.add_argument("--updates", type=int, default=6000, help="--max-update of every run")
+    p.add_argument("--eval-every", type=int, default=500, help="validate (and checkpoint) every N updates")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per run")
+    p.add_argument("--jobs", type=int, default=0, help="runs at once (default: all)")
+    p.add_argument("--valid-subsets", default="valid,gen", help="validation subsets, IID first")
+    p.add_argument("--target-subset", default="gen")
+    p.add_argument("--target", type=float, default=0.99)
+    p.add_argument("--stop-at", action="store_const", const=True, default=None,
+                   help="stop a run once --target-subset reaches --target (every replica of a replicated run)")
+    p.add_argument("--runs", default="runs/time_to_accuracy")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.json and OUT.png")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # after `--`: extra fairseq-train flags
+    a = p.parse_args(argv[:cut])
+    a.extra = argv[cut + 1:]
+    a.subset_names = a.valid_subsets.split(",")
+    if a.target_subset not in a.subset_names:
+        p.error(f"--target-subset {a.target_subset} is not among --valid-subsets {a.valid_subsets}")
+    if not os.path.isfile(os.path.join(a.data, "dict.src.txt")):
+        p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. python data-prep/scan.py ...)")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+
+    runs = [Run(a, arch, seed) for arch in a.archs for seed in a.seeds]
+    jobs = a.jobs or len(runs)
+    t0 = time.time()
+    active, queue = [], list(runs)
+    while queue or active:
+        while queue and len(active) < jobs:
+            r = queue.pop(0)
+            r.start(a)
+            active.append(r)
+        time.sleep(1)
+        for r in list(active):
+            if not r.thread.is_alive():
+                active.remove(r)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    out = {"data": a.data, "dataset": a.dataset, "updates": a.updates, "eval_every": a.eval_every, "threads": a.threads,
+           "jobs": jobs, "target": a.target, "target_subset": a.target_subset, "stop_at_target": bool(a.stop_at),
+           "commit": commit + ("+dirty" if dirty else ""), "date": time.strftime("%Y-%m-%d %H:%M"),
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
+           "total_wall_s": round(time.time() - t0, 1), "runs": [r.result() for r in runs]}
+    tmp = a.out + ".json.tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(tmp, a.out + ".json")
+    plot(out["runs"], a, a.out + ".png")
+    print(f"\ntime to {a.target_subset} >= {a.target}:")
+    for r in out["runs"]:
+        hit = r["target_reached_at"]
+        when = (f"{hit['updates']} updates, {hit['wall_s'] / 60:.1f} wall min, {hit['cpu_s'] / 60:.1f} CPU min" if hit
+                else "not reached")
+        last = r["points"][-1] if r["points"] else {}
+        print(f"  {r['arch']} seed {r['seed']}: {when}; last point {json.dumps(last)} [{r['status']}]")
+    print(f"wrote {a.out}.json and {a.out}.png")
+    return 0 if all(not r["status"].startswith("failed") for r in out["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
