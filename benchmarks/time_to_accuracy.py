@@ -84,7 +84,8 @@ class Run:
         self.points, self.reached, self.status = [], None, None
 
     def start(self, a):
-        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads),
+                   OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
         if a.valid_subsets:
             env["VALID_SUBSETS"] = a.valid_subsets
         self.t0 = time.time()

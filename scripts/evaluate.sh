@@ -33,7 +33,8 @@ for subset in "${subsets[@]}"; do
   else
     # examples in the subset, and its longest reference (tokens + EOS): decoding longer cannot produce an exact
     # match (Csordás et al. decode at most the longest target + 1), and an untrained model that never emits EOS
-    # would otherwise decode to --max-len-b for every batch.
+    # would otherwise decode to --max-len-b for every batch; --max-len-from-target caps each batch at its own
+    # longest reference the same way.
     read -r n maxlen < <(python - "$data" "$subset" <<'PY'
 import glob, sys
 from fairseq.data import data_utils
@@ -47,7 +48,8 @@ PY
     # --min-len 0: fairseq forbids EOS at the first step by default, which would give an empty prediction a second
     # chance; Csordás et al.'s greedy decoding (and the task's validation `accuracy`) has no minimum length.
     fairseq-generate "$data" --user-dir "$root/fairseq_compgen" --task compgen --path "$ckpt" --gen-subset "$subset" \
-      --beam 1 --nbest 1 --min-len 0 --max-len-a 0 --max-len-b "$maxlen" --batch-size 256 --required-batch-size-multiple 1 \
+      --beam 1 --nbest 1 --min-len 0 --max-len-a 0 --max-len-b "$maxlen" --max-len-from-target \
+      --batch-size 256 --required-batch-size-multiple 1 \
       ${GENERATE_FLAGS:-} > "$out/$subset.generate.txt.tmp"
   fi
   mv "$out/$subset.generate.txt.tmp" "$out/$subset.generate.txt"

@@ -1,51 +1,45 @@
 #!/usr/bin/env bash
-# The main job: on a fresh machine, set up, generate SCAN with our own code (no download), train the
-# baseline Transformer and the Relative Universal Transformer of Csordás et al. (2021) on the length
-# re-split with cutoff 26 for a CPU-sized budget, evaluate both on the IID and generalization sets with
-# greedy decoding, and print a table.
+# The main job: on a fresh machine, set up, generate SCAN with our own code (no download), train the baseline
+# Transformer and the Relative Universal Transformer of Csordás et al. (2021) side by side on the length re-split
+# with cutoff 26 (Table 4's hyperparameters, one CPU thread each), record their learning curves (in-loop exact
+# match on the IID and generalization sets every MAIN_EVAL_EVERY updates), evaluate the last checkpoints with
+# greedy fairseq-generate, print a table and write the curves as a PNG.
 #
-#   bash scripts/main.sh                    # ~15 minutes on 2 CPU cores after setup
-#   MAIN_UPDATES=50000 MAIN_FLAGS="" bash scripts/main.sh   # the paper's full budget (use a GPU)
+#   bash scripts/main.sh                        # ~20 minutes on 2 CPU cores after setup (2,000 updates each)
+#   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (README, Results)
 #
-# Environment: MAIN_UPDATES (default 1000), MAIN_OUT (default runs/main), MAIN_SEED (default 1),
-# MAIN_FLAGS (extra fairseq-train flags; default "--cpu").
+# Environment: MAIN_UPDATES (default 2000), MAIN_EVAL_EVERY (default 250), MAIN_OUT (default runs/main),
+# MAIN_SEED (default 1). The curve: MAIN_OUT/curve.png and MAIN_OUT/curve.json (benchmarks/time_to_accuracy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
-updates=${MAIN_UPDATES:-1000} out=${MAIN_OUT:-runs/main} seed=${MAIN_SEED:-1}
-flags=${MAIN_FLAGS---cpu}
+updates=${MAIN_UPDATES:-2000} every=${MAIN_EVAL_EVERY:-250} out=${MAIN_OUT:-runs/main} seed=${MAIN_SEED:-1}
 data=data/scan/length_cutoff_26/bin
+archs=(compgen_transformer_scan rel_uni_transformer_scan)
 
 python data-prep/scan.py --split length_cutoff_26 --out data/scan
-archs=(compgen_transformer_scan rel_uni_transformer_scan)
-echo "main: training ${archs[*]} for $updates updates each (batch 256, lr 1e-3, Table 4), in parallel"
-pids=()
+echo "main: training ${archs[*]} for $updates updates each, side by side, one thread each (batch 256, lr 1e-3, Table 4)"
+python benchmarks/time_to_accuracy.py "$data" --archs "${archs[@]}" --seeds "$seed" --updates "$updates" \
+  --eval-every "$every" --threads 1 --runs "$out" --out "$out/curve"
 for arch in "${archs[@]}"; do
-  mkdir -p "$out/$arch"
-  # One thread per run: two small models train faster side by side than one after the other on 2 cores.
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash scripts/train_csordas.sh scan "$arch" "$data" "$out/$arch" $flags \
-    --seed "$seed" --max-update "$updates" --validate-interval-updates "$updates" \
-    --save-interval-updates "$updates" --num-workers 0 > "$out/$arch/train.log" 2>&1 &
-  pids+=($!)
+  echo "main: evaluating $arch (checkpoint_last.pt: no early stopping) with greedy fairseq-generate"
+  GENERATE_FLAGS="--cpu" bash scripts/evaluate.sh "$out/${arch}_s$seed/checkpoint_last.pt" "$data" valid gen 2>/dev/null
 done
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || { echo "main: training ${archs[$i]} failed; see $out/${archs[$i]}/train.log" >&2; tail -20 "$out/${archs[$i]}/train.log" >&2; exit 1; }
-done
-for arch in "${archs[@]}"; do
-  echo "main: evaluating $arch (checkpoint_last.pt: no early stopping)"
-  GENERATE_FLAGS="$flags" bash scripts/evaluate.sh "$out/$arch/checkpoint_last.pt" "$data" valid gen 2>/dev/null
-done
-python - "$out" "$updates" "${archs[@]}" <<'PY'
+python - "$out" "$updates" "$seed" "${archs[@]}" <<'PY'
 import json, sys
-out, updates, archs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, updates, seed, archs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 paper = {"compgen_transformer_scan": "1.00 / 0.30 ± 0.02", "rel_uni_transformer_scan": "1.00 / 1.00 ± 0.00"}
-print(f"\nSCAN length cutoff 26, greedy exact-match accuracy after {updates} updates (seed in {out}):")
-print(f"| arch | IID valid | generalization | Csordás et al. 2021 at 50k updates (IID / gen) |")
-print(f"|---|---|---|---|")
+curve = {(r["arch"]): r for r in json.load(open(f"{out}/curve.json"))["runs"]}
+print(f"\nSCAN length cutoff 26, greedy exact-match accuracy after {updates} updates (seed {seed}; fairseq-generate):")
+print("| arch | IID valid | generalization | in-loop accuracy at the last update (valid / gen) | Csordás et al. 2021, 50k updates (IID / gen) |")
+print("|---|---|---|---|---|")
 for a in archs:
-    r = {s: json.load(open(f"{out}/{a}/eval/{s}.json")) for s in ("valid", "gen")}
+    r = {s: json.load(open(f"{out}/{a}_s{seed}/eval/{s}.json")) for s in ("valid", "gen")}
     cells = " | ".join(f"{r[s]['accuracy']:.3f} ({r[s]['correct']}/{r[s]['n']})" for s in ("valid", "gen"))
-    print(f"| {a} | {cells} | {paper[a]} |")
+    last = curve[a]["points"][-1] if curve[a]["points"] else None
+    loop = f"{last['valid']['accuracy']:.3f} / {last['gen']['accuracy']:.3f} ({last['updates']})" if last else "-"
+    print(f"| {a} | {cells} | {loop} | {paper[a]} |")
+print(f"\nlearning curves: {out}/curve.png (data: {out}/curve.json)")
 PY

@@ -22,6 +22,9 @@
 # A COGS tagging folder (data-prep/cogs_tagging.py: <subset>.parent files) gets --task cogs_tagging
 # --criterion cogs_tagging and --best-checkpoint-metric exact_match instead (ARCH: a compgen_tagger arch).
 set -euo pipefail
+# OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
+# another process measured 8x slower per update (README, "Speed on CPU"); passive waiting costs nothing measurable.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 usage() { sed -n '2,22p' "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 launch=("$0" "$@")

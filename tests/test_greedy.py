@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fairseq_compgen.tasks.greedy import batch_exact_match, exact_match_rows, greedy_decode, greedy_match_teacher_forced
-from model_helpers import build, compgen_archs
+from model_helpers import build, compgen_archs, make_dictionary
 
 PAD, EOS = 1, 2
 
@@ -102,3 +102,24 @@ def test_teacher_forced_verdict_equals_greedy_decoding(arch):
     teacher_forced = greedy_match_teacher_forced(model, sample, PAD, EOS)
     assert teacher_forced.tolist() == greedy.tolist()
     assert 0 < int(greedy.sum()) < B, f"{arch}: verdicts not mixed ({int(greedy.sum())}/{B} correct)"
+
+
+def test_generate_caps_each_batch_at_its_longest_reference():
+    """--max-len-from-target: fairseq's generator gets max_len = longest reference (tokens + EOS) of the batch for
+    that batch only, and its own limits back afterwards."""
+    from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
+
+    class Generator:  # records the limits SequenceGenerator would use
+        max_len_a, max_len_b = 1.5, 200
+
+        def generate(self, models, sample, **kw):
+            self.seen = (self.max_len_a, self.max_len_b)
+            return []
+
+    d = make_dictionary(3)
+    target = torch.tensor([[5, 6, EOS, PAD], [5, 6, 4, EOS], [EOS, PAD, PAD, PAD]])
+    gen = Generator()
+    CompgenTask(CompgenConfig(max_len_from_target=True), d, d).inference_step(gen, [], {"target": target})
+    assert gen.seen == (0, 4) and (gen.max_len_a, gen.max_len_b) == (1.5, 200)
+    CompgenTask(CompgenConfig(), d, d).inference_step(gen, [], {"target": target})
+    assert gen.seen == (1.5, 200)  # off by default: plain fairseq-generate behaviour

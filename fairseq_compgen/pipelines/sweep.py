@@ -198,6 +198,7 @@ def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dic
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # busy-waiting threads slow runs that share cores (README)
     if threads:
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[k] = str(threads)
@@ -315,6 +316,8 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
                  f"  GENERATE_FLAGS={shlex.quote(r.generate_flags)} {shlex.join(r.eval_command())}")
         return []
     write_plan(copy.deepcopy(spec), runs, out)
+    if cpu and not threads:  # CPU runs side by side share the cores instead of each taking all of them
+        threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     runner = Runner(jobs=jobs, devices=devices, threads=threads, echo=echo)
 
     def on_term(signum, frame):
@@ -338,7 +341,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     p.add_argument("--devices", help="comma-separated CUDA devices, given to job slots round-robin")
     p.add_argument("--cpu", action="store_true", help="train and decode on CPU")
-    p.add_argument("--threads", type=int, help="OMP/MKL threads per run (e.g. 1 with several CPU jobs)")
+    p.add_argument("--threads", type=int, help="OMP/MKL threads per run (default with --cpu: cores // --jobs)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     a = p.parse_args(argv)

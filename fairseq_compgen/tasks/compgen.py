@@ -51,6 +51,13 @@ class CompgenConfig(TranslationConfig):
         default=False,
         metadata={"help": "also log `oracle_accuracy`: EOS forbidden, decode exactly the reference length"},
     )
+    max_len_from_target: bool = field(
+        default=False,
+        metadata={"help": "fairseq-generate with references: decode each batch for at most its longest reference + 1 "
+                          "tokens (a longer hypothesis cannot be an exact match; an early checkpoint that never emits "
+                          "EOS would otherwise decode to --max-len-b in every batch). The references set only where "
+                          "decoding stops, never which tokens are chosen. scripts/evaluate.sh sets it"},
+    )
     eval_comp: str = field(
         default="",
         metadata={"help": "COMP metadata (test.comp of data-prep/noun_adj.py): log `comp` (share of greedy "
@@ -86,6 +93,19 @@ class CompgenTask(TranslationTask):
                 raise ValueError(f"--eval-comp {self.cfg.eval_comp}: {len(self._comp_meta)} lines for {len(ds)} {split} examples")
             collate = ds.collater
             ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        target = sample.get("target")
+        if not self.cfg.max_len_from_target or target is None or not hasattr(generator, "max_len_b"):
+            return super().inference_step(generator, models, sample, prefix_tokens, constraints)
+        # SequenceGenerator lets a hypothesis choose freely for max_len steps, then forces EOS; with
+        # max_len = longest reference (tokens + EOS) every reference length + EOS is still reachable
+        saved = generator.max_len_a, generator.max_len_b
+        generator.max_len_a, generator.max_len_b = 0, int(target.ne(self.tgt_dict.pad()).sum(1).max())
+        try:
+            return super().inference_step(generator, models, sample, prefix_tokens, constraints)
+        finally:
+            generator.max_len_a, generator.max_len_b = saved
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
