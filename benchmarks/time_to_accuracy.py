@@ -5,6 +5,7 @@ and a PNG learning curve.
     python benchmarks/time_to_accuracy.py data/scan/length_cutoff_26/bin \
         --archs rel_uni_transformer_scan compgen_transformer_scan --seeds 1 --updates 6000 --eval-every 500 \
         --threads 1 --out results/time_to_accuracy/scan_length26
+    python benchmarks/time_to_accuracy.py --report results/time_to_accuracy/scan_length26.json   # markdown table
 
 Each (arch, seed) is one `scripts/train_csordas.sh DATASET ARCH ...` process (Table 4's hyperparameters for
 DATASET) run side by side with the others (`--jobs`, default all at once), with `--threads` intra-op threads each
@@ -13,8 +14,7 @@ than `train` every `--eval-every` updates. The learning curve is read from fairs
 are printed; wall time is measured from the process start, CPU time from /proc (user + system of the trainer).
 `--stop-at TARGET` stops a run once its generalization metric (`--target-subset`, default `gen`) reaches TARGET,
 so the benchmark measures time *to* accuracy; without it every run goes to `--updates`.
-Extra fairseq-train flags follow `--` (e.g. `-- --seed-replicas 5`). With `--seed-replicas K` each validation line
-carries per-replica accuracies (`accuracy_r0` ...); the curve then has one line per replica.
+Extra fairseq-train flags follow `--` (e.g. `-- --encoder-layers 2`).
 
 Writes OUT.json (machine, commit, command of every run, all points) and OUT.png, plus each run's log and
 checkpoints under --runs (default runs/time_to_accuracy).
@@ -31,7 +31,6 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LINE = re.compile(r"\| INFO \| (?:fairseq_cli\.train|valid) \| (\{.*\})\s*$")
 VALID = re.compile(r"\| INFO \| (\S+) \| (\{.*\})\s*$")
 
 
@@ -67,9 +66,8 @@ def parse_valid_line(line: str, subsets):
 
 
 def accuracies(metrics: dict) -> dict:
-    """{"accuracy": x} or, for a seed-replicated run, {"r0": x0, "r1": x1, ...}."""
-    reps = {k[len("accuracy_"):]: v for k, v in metrics.items() if re.fullmatch(r"accuracy_r\d+", k)}
-    return reps or ({"accuracy": metrics["accuracy"]} if "accuracy" in metrics else {})
+    """The exact-match metrics of one validation line: {"accuracy": x} (and greedy_accuracy with --eval-greedy)."""
+    return {k: v for k, v in metrics.items() if k in ("accuracy", "greedy_accuracy")}
 
 
 class Run:
@@ -111,8 +109,8 @@ class Run:
             if all(s in pt for s in a.subset_names):
                 self.points.append(pending.pop(upd))
                 print(f"[{self.arch} s{self.seed}] {json.dumps(self.points[-1])}", flush=True)
-                gen = pt.get(a.target_subset, {})
-                if self.reached is None and gen and min(gen.values()) >= a.target:
+                gen = pt.get(a.target_subset, {}).get("accuracy")
+                if self.reached is None and gen is not None and gen >= a.target:
                     self.reached = dict(self.points[-1])
                     if a.stop_at is not None:
                         self.status = f"stopped at {a.target_subset} >= {a.target}"
@@ -123,8 +121,12 @@ class Run:
             self.status = "finished" if self.proc.returncode == 0 else f"failed (exit {self.proc.returncode})"
 
     def result(self):
+        if self.status is None and hasattr(self, "proc"):
+            status = "running"
+        else:
+            status = self.status or "not started"
         return {"arch": self.arch, "seed": self.seed, "command": self.cmd, "save_dir": self.save,
-                "status": self.status, "points": self.points, "target_reached_at": self.reached}
+                "status": status, "points": list(self.points), "target_reached_at": self.reached}
 
 
 def plot(results, a, path):
@@ -137,15 +139,11 @@ def plot(results, a, path):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, r in enumerate(results):
         c = colors[i % len(colors)]
-        for subset, style in zip(a.subset_names, ("--", "-", ":", "-.")):
-            keys = sorted({k for p in r["points"] for k in p.get(subset, {})})
-            for j, k in enumerate(keys):
-                xs = [p["updates"] for p in r["points"] if k in p.get(subset, {})]
-                ws = [p["wall_s"] / 60 for p in r["points"] if k in p.get(subset, {})]
-                ys = [p[subset][k] for p in r["points"] if k in p.get(subset, {})]
-                label = f"{r['arch']} s{r['seed']} {subset}" if j == 0 else None
-                axes[0].plot(xs, ys, style, color=c, label=label, alpha=0.9 if j == 0 else 0.5)
-                axes[1].plot(ws, ys, style, color=c, alpha=0.9 if j == 0 else 0.5)
+        for subset, style in zip(a.subset_names, ("--", "-", ":", "-.")):  # IID dashed, generalization solid
+            pts = [p for p in r["points"] if "accuracy" in p.get(subset, {})]
+            ys = [p[subset]["accuracy"] for p in pts]
+            axes[0].plot([p["updates"] for p in pts], ys, style, color=c, label=f"{r['arch']} s{r['seed']} {subset}")
+            axes[1].plot([p["wall_s"] / 60 for p in pts], ys, style, color=c)
     axes[0].set_xlabel("updates")
     axes[1].set_xlabel(f"wall minutes ({a.threads} thread(s) per run, {len(results)} run(s) side by side)")
     for ax in axes:
@@ -159,6 +157,23 @@ def plot(results, a, path):
     tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=110)
     os.replace(tmp, path)
+
+
+def report(path: str) -> str:
+    """A markdown table of the learning curves in a JSON written by this script."""
+    d = json.load(open(path))
+    subsets = sorted({k for r in d["runs"] for p in r["points"] for k in p if isinstance(p[k], dict)},
+                     key=lambda k: (k != "valid", k))
+    lines = [f"{path}: commit {d['commit']}, {d['date']}, {d['threads']} thread(s) per run, {d['jobs']} run(s) at "
+             f"once, {d['machine']['cpus']} cores", "",
+             "| arch | seed | updates | wall min | CPU min | " + " | ".join(subsets) + " |",
+             "|---|---|---|---|---|" + "---|" * len(subsets)]
+    for r in d["runs"]:
+        for p in r["points"]:
+            accs = " | ".join(f"{p[s]['accuracy']:.4f}" if s in p else "-" for s in subsets)
+            lines.append(f"| {r['arch']} | {r['seed']} | {p['updates']} | {p['wall_s'] / 60:.1f} | {p['cpu_s'] / 60:.1f} | "
+                         f"{accs} |")
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -175,10 +190,13 @@ def main(argv=None):
     p.add_argument("--target-subset", default="gen")
     p.add_argument("--target", type=float, default=0.99)
     p.add_argument("--stop-at", action="store_const", const=True, default=None,
-                   help="stop a run once --target-subset reaches --target (every replica of a replicated run)")
+                   help="stop a run once its `accuracy` on --target-subset reaches --target")
     p.add_argument("--runs", default="runs/time_to_accuracy")
     p.add_argument("--out", required=True, help="output prefix: writes OUT.json and OUT.png")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--report"]:  # python benchmarks/time_to_accuracy.py --report OUT.json
+        print(report(argv[1]))
+        return 0
     cut = argv.index("--") if "--" in argv else len(argv)  # after `--`: extra fairseq-train flags
     a = p.parse_args(argv[:cut])
     a.extra = argv[cut + 1:]
@@ -189,10 +207,28 @@ def main(argv=None):
         p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. python data-prep/scan.py ...)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
     runs = [Run(a, arch, seed) for arch in a.archs for seed in a.seeds]
     jobs = a.jobs or len(runs)
     t0 = time.time()
-    active, queue = [], list(runs)
+    date = time.strftime("%Y-%m-%d %H:%M")
+
+    def snapshot(final: bool) -> dict:
+        """Write OUT.json (after every new point too, so an interrupted benchmark keeps what it measured)."""
+        out = {"data": a.data, "dataset": a.dataset, "updates": a.updates, "eval_every": a.eval_every,
+               "threads": a.threads, "jobs": jobs, "target": a.target, "target_subset": a.target_subset,
+               "stop_at_target": bool(a.stop_at), "commit": commit + ("+dirty" if dirty else ""), "date": date,
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
+               "complete": final, "total_wall_s": round(time.time() - t0, 1), "runs": [r.result() for r in runs]}
+        tmp = a.out + ".json.tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(tmp, a.out + ".json")
+        return out
+
+    active, queue, seen = [], list(runs), 0
     while queue or active:
         while queue and len(active) < jobs:
             r = queue.pop(0)
@@ -202,18 +238,11 @@ def main(argv=None):
         for r in list(active):
             if not r.thread.is_alive():
                 active.remove(r)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
-    out = {"data": a.data, "dataset": a.dataset, "updates": a.updates, "eval_every": a.eval_every, "threads": a.threads,
-           "jobs": jobs, "target": a.target, "target_subset": a.target_subset, "stop_at_target": bool(a.stop_at),
-           "commit": commit + ("+dirty" if dirty else ""), "date": time.strftime("%Y-%m-%d %H:%M"),
-           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
-           "total_wall_s": round(time.time() - t0, 1), "runs": [r.result() for r in runs]}
-    tmp = a.out + ".json.tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(tmp, a.out + ".json")
+        n = sum(len(r.points) for r in runs)
+        if n != seen:
+            seen = n
+            snapshot(final=False)
+    out = snapshot(final=True)
     plot(out["runs"], a, a.out + ".png")
     print(f"\ntime to {a.target_subset} >= {a.target}:")
     for r in out["runs"]:

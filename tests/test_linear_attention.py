@@ -253,3 +253,11 @@ def test_presets_follow_the_paper():
         assert a.universal and a.self_attn_type == "linear"
         assert isinstance(model.decoder.stack.layers[0].cross_attn, LinearAttention)
         assert isinstance(model.encoder.stack.layers[0].self_attn, LinearAttention)
+
+
+def test_flags_that_cannot_take_effect_are_refused():
+    """Issue 16: a flag the configuration would silently ignore is an error naming the flag."""
+    with pytest.raises(ValueError, match=r"--cross-attn-pos rel-eb has no effect with --self-attn-type linear"):
+        build("linear_l2_uni_transformer_scan", cross_attn_pos="rel-eb")
+    with pytest.raises(ValueError, match=r"--rel-radius must be >= 1, got 0"):
+        build("ontanon_rel_eb", rel_radius=0)

@@ -116,6 +116,9 @@ class CompgenDecoder(FairseqIncrementalDecoder):
                                                            args=args),
                                        key_positions_from_padding=True)
             if args.self_attn_type == "linear":  # a Linear Transformer: cross-attention is linear as well
+                if getattr(args, "cross_attn_pos", None) not in (None, "none"):
+                    raise ValueError(f"--cross-attn-pos {args.cross_attn_pos} has no effect with --self-attn-type "
+                                     f"linear (cross-attention is linear and takes no position scorer)")
                 cross = LinearAttention(dim, args.decoder_attention_heads, args.qk_norm,
                                         bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
             return DecoderLayer(dim, args.decoder_ffn_embed_dim, self_attn, cross, args.dropout,

@@ -65,7 +65,8 @@ class OntanonRelative(PositionScorer):
 
     def __init__(self, embed_dim: int, num_heads: int, causal: bool, args=None):
         super().__init__()
-        self.radius = int(getattr(args, "rel_radius", None) or DEFAULT_RADIUS)
+        radius = getattr(args, "rel_radius", None)
+        self.radius = int(DEFAULT_RADIUS if radius is None else radius)  # 0 is refused below, not replaced
         if self.radius < 1:
             raise ValueError(f"--rel-radius must be >= 1, got {self.radius}")
         n = 2 * self.radius + 1

@@ -1,0 +1,48 @@
+"""benchmarks/time_to_accuracy.py end to end on a tiny model: the real training command, its JSON validation
+lines read back into a learning curve, JSON and PNG written; and its parser on fairseq's real log format."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import time_to_accuracy  # noqa: E402
+
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --batch-size 64 --eval-greedy").split()
+
+
+def test_parse_valid_line_reads_fairseqs_json_format():
+    line = ('2026-11-23 14:40:01 | INFO | gen | {"epoch": 1, "gen_loss": "2.201", "gen_accuracy": "0.25", '
+            '"gen_greedy_accuracy": "0.25", "gen_tf_accuracy": "0", "gen_num_updates": "10"}\n')
+    subset, m = time_to_accuracy.parse_valid_line(line, ["valid", "gen"])
+    assert subset == "gen" and m["num_updates"] == 10 and m["accuracy"] == 0.25
+    assert time_to_accuracy.accuracies(m) == {"accuracy": 0.25, "greedy_accuracy": 0.25}
+    assert time_to_accuracy.parse_valid_line(line, ["valid"]) is None  # not a requested subset
+    assert time_to_accuracy.parse_valid_line("| INFO | train | {broken\n", ["train"]) is None
+
+
+def test_time_to_accuracy_records_a_learning_curve(tmp_path):
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    subprocess.run([sys.executable, "data-prep/scan.py", "--split", "length_cutoff_26", "--out", tmp_path / "scan"],
+                   cwd=REPO, env=env, check=True, capture_output=True)
+    data = tmp_path / "scan" / "length_cutoff_26" / "bin"
+    out = tmp_path / "curve"
+    p = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", data, "--archs", "rel_uni_transformer",
+                        "--updates", "20", "--eval-every", "10", "--runs", tmp_path / "runs", "--out", out, "--", *TINY],
+                       cwd=REPO, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    result = json.loads((tmp_path / "curve.json").read_text())
+    assert result["complete"] and (tmp_path / "curve.png").stat().st_size > 0
+    (run,) = result["runs"]
+    assert run["status"] == "finished" and [pt["updates"] for pt in run["points"]] == [10, 20]
+    for pt in run["points"]:
+        assert pt["wall_s"] > 0 and pt["cpu_s"] > 0
+        for subset in ("valid", "gen"):  # in-loop accuracy equals step-by-step greedy decoding
+            acc = pt[subset]
+            assert 0.0 <= acc["accuracy"] <= 1.0 and acc["accuracy"] == acc["greedy_accuracy"]
+    assert "--eval-greedy" in run["command"] and "not reached" in p.stdout
