@@ -85,6 +85,9 @@ def main(argv=None):
     p.add_argument("--vocab", type=int, default=32, help="words per dictionary (plus fairseq's 4 specials)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure (arch, stock) this many times, alternating, and report the median time ratio "
+                        "(step times on a shared machine drift between processes; pairs measured back to back do not)")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
@@ -106,15 +109,22 @@ def main(argv=None):
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     rows, stock_cache = [], {}
-    print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} torch_threads={os.cpu_count()}")
+    threads = os.environ.get("OMP_NUM_THREADS", os.cpu_count())
+    print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads}")
     print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x stock':>8s} {'peak MB':>9s} {'x stock':>8s}")
     for arch in archs:
-        r = run(arch, False)
         e = _size_key(arch)
-        s = stock_cache.get(e) or run(arch, True)  # one stock measurement per distinct size
-        stock_cache[e] = s
-        r["stock_step_ms"], r["stock_peak_mb"] = s["step_ms"], s["peak_mb"]
-        r["time_ratio"] = r["step_ms"] / s["step_ms"]
+        pairs = []
+        for _ in range(a.rounds):  # back to back, so both see the same machine load
+            r = run(arch, False)
+            s = run(arch, True) if a.rounds > 1 or e not in stock_cache else stock_cache[e]
+            stock_cache.setdefault(e, s)  # one stock measurement per distinct size when --rounds 1
+            pairs.append((r, s))
+        r, s = pairs[0]
+        r["step_ms"] = statistics.median(x["step_ms"] for x, _ in pairs)
+        r["stock_step_ms"], r["stock_peak_mb"] = statistics.median(y["step_ms"] for _, y in pairs), s["peak_mb"]
+        r["time_ratio"] = statistics.median(x["step_ms"] / y["step_ms"] for x, y in pairs)
+        r["time_ratios"] = [round(x["step_ms"] / y["step_ms"], 3) for x, y in pairs]
         r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
         rows.append(r)
         print(f"{arch:34s} {r['params']:>10,d} {r['step_ms']:9.1f} {r['time_ratio']:8.2f} "

@@ -23,7 +23,8 @@
 # --criterion cogs_tagging and --best-checkpoint-metric exact_match instead (ARCH: a compgen_tagger arch).
 set -euo pipefail
 # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
-# another process measured 8x slower per update (README, "Speed on CPU"); passive waiting costs nothing measurable.
+# another process measured 1.6-8x slower per step (README, "Speed on CPU"). A run that has the machine to itself
+# is faster with busy-waiting: OMP_WAIT_POLICY=ACTIVE scripts/... sets it back.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 usage() { sed -n '2,22p' "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)

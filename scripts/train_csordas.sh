@@ -8,13 +8,15 @@
 #
 # Extra flags win over the defaults (fairseq takes the last occurrence), e.g. --max-update 2000 for a short run,
 # --cpu on a machine without GPU, --fp16 where the authors used AMP (CFQ, PCFG, Math).
-# Validation decodes greedily on every subset given by VALID_SUBSETS (default: every subset in DATA_BIN other
-# than train, IID first) and logs exact-match `accuracy`; report the last checkpoint (no early stopping).
+# Validation logs greedy exact-match `accuracy` (computed from one teacher-forced pass) on every subset given by
+# VALID_SUBSETS (default: every subset in DATA_BIN other than train, IID first); report the last checkpoint (no
+# early stopping).
 set -euo pipefail
 # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
-# another process measured 8x slower per update (README, "Speed on CPU"); passive waiting costs nothing measurable.
+# another process measured 1.6-8x slower per step (README, "Speed on CPU"). A run that has the machine to itself
+# is faster with busy-waiting: OMP_WAIT_POLICY=ACTIVE scripts/... sets it back.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-[ $# -ge 4 ] || { sed -n '2,12p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,13p' "$0"; exit 2; }
 dataset=$1 arch=$2 data=$3 save=$4; shift 4
 [ -f "$data/dict.src.txt" ] || { echo "train_csordas.sh: $data has no dict.src.txt: is it a fairseq-preprocess folder?" >&2; exit 2; }
 
