@@ -21,6 +21,7 @@ if [ ${#subsets[@]} -eq 0 ]; then
   pattern='*.src-*.idx'
   [ $tagging = 1 ] && pattern='*.parent'
   mapfile -t subsets < <(cd "$data" && ls $pattern 2>/dev/null | sed 's/\..*//' | sort -u | grep -vx train)
+  [ ${#subsets[@]} -gt 0 ] || { echo "evaluate.sh: $data has no binarized subset other than train ($pattern): nothing to evaluate" >&2; exit 2; }
 fi
 out=$(dirname "$ckpt")/eval
 mkdir -p "$out"

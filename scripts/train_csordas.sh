@@ -19,6 +19,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 [ $# -ge 4 ] || { sed -n '2,13p' "$0"; exit 2; }
 dataset=$1 arch=$2 data=$3 save=$4; shift 4
 [ -f "$data/dict.src.txt" ] || { echo "train_csordas.sh: $data has no dict.src.txt: is it a fairseq-preprocess folder?" >&2; exit 2; }
+ls "$data"/train.*.idx > /dev/null 2>&1 || { echo "train_csordas.sh: $data has dictionaries but no binarized train subset (train.*.idx): re-run the data-prep command" >&2; exit 2; }
 
 # Noam as the authors define it: lr_base * d^-0.5 * min(step^-0.5, step * warmup^-1.5) peaks at
 # lr_base / sqrt(d * warmup), which is fairseq's inverse_sqrt schedule with that peak.

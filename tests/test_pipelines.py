@@ -235,3 +235,27 @@ def test_dry_run_prints_commands(tmp_path, scan_bin):
     sweep.run_sweep(path, tmp_path / "o", dry_run=True, echo=said.append)
     assert len(said) == 1 and "train.sh --gpus 4 rel_uni_transformer" in said[0]
     assert said[0].split("\n")[1].endswith("--lr 1e-4 --seed 7") and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("script", [["scripts/train_csordas.sh", "scan", "rel_uni_transformer"],
+                                    ["scripts/train.sh", "--cpu", "rel_uni_transformer"]])
+def test_training_on_a_folder_without_binaries_says_so(tmp_path, script):
+    """Issue 16: dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder."""
+    for side in ("src", "tgt"):
+        (tmp_path / f"dict.{side}.txt").write_text("a 1\n")
+    p = subprocess.run(["bash", *script, str(tmp_path), str(tmp_path / "save")], cwd=REPO, capture_output=True,
+                       text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip().endswith(f"{tmp_path} has dictionaries but no binarized train subset (train.*.idx): "
+                                     "re-run the data-prep command")
+    assert "cannot access" not in p.stderr and not (tmp_path / "save" / "command.txt").exists()
+
+
+def test_evaluate_without_binaries_fails_instead_of_evaluating_nothing(tmp_path):
+    """Issue 16: evaluate.sh on a folder without binaries exited 0 having evaluated nothing."""
+    ckpt = tmp_path / "checkpoint_last.pt"
+    ckpt.write_bytes(b"")
+    p = subprocess.run(["bash", "scripts/evaluate.sh", str(ckpt), str(tmp_path)], cwd=REPO, capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "has no binarized subset other than train" in p.stderr
+    assert not (tmp_path / "eval").exists()
