@@ -63,6 +63,7 @@ if [ -n "$preset" ]; then
   printf '#!/usr/bin/env bash\nprintf "%%s\\0" "$@" > "%s/args"\n' "$stub" > "$stub/fairseq-train"
   chmod +x "$stub/fairseq-train"
   PATH="$stub:$PATH" "$root/scripts/train_csordas.sh" "$preset" "$arch" "$data" "$save" "$@" > /dev/null
+  [ -f "$stub/args" ] || exit 0  # train_csordas.sh found the run finished (and said so)
   mapfile -d '' args < "$stub/args"
   cmd=(fairseq-train "${args[@]}")
 else
@@ -90,6 +91,9 @@ elif [ "$gpus" -gt 1 ]; then
 else
   record=("${cmd[@]}")
 fi
+# shellcheck source=lib/finished.sh
+. "$root/scripts/lib/finished.sh"
+exit_if_finished train.sh "$save" "${cmd[@]}"
 printf '%q ' "${record[@]}" > "$save/command.txt"; echo >> "$save/command.txt"
 printf '%q ' "${launch[@]}" > "$save/launch.txt"; echo >> "$save/launch.txt"
 { git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown

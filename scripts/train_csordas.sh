@@ -47,6 +47,9 @@ cmd=(fairseq-train "$data" --user-dir "$(cd "$(dirname "$0")/.." && pwd)/fairseq
   --save-interval 1000000 --save-interval-updates "$e" --keep-interval-updates 1 --no-epoch-checkpoints
   --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric
   --log-format simple --log-interval 100 --save-dir "$save" "$@")
+# shellcheck source=lib/finished.sh
+. "$(dirname "$0")/lib/finished.sh"
+exit_if_finished train_csordas.sh "$save" "${cmd[@]}"
 mkdir -p "$save"
 printf '%q ' "${cmd[@]}" > "$save/command.txt"; echo >> "$save/command.txt"
 git -C "$(dirname "$0")/.." rev-parse HEAD > "$save/commit.txt" 2>/dev/null || true

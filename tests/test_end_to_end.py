@@ -50,6 +50,20 @@ def test_training_logs_accuracy_on_every_valid_subset(trained):
     assert (save / "checkpoint_last.pt").exists() and (save / "command.txt").exists()
 
 
+def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
+    """Issue 16: fairseq-train resumed at --max-update trains one more update and overwrites the checkpoint."""
+    save, _ = trained
+    ckpt = save / "checkpoint_last.pt"
+    before = (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text())
+    log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
+               "--batch-size", "64", "--max-update", "30", "--num-workers", "0"])
+    assert f"{ckpt} is at 30 updates and --max-update is 30: already finished, nothing to train" in log
+    assert (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text()) == before
+    log = run(["bash", "scripts/train.sh", "--preset", "scan", "--cpu", "rel_uni_transformer", scan, save, *TINY,
+               "--batch-size", "64", "--max-update", "30", "--num-workers", "0"])  # the sweeps' path
+    assert "already finished, nothing to train" in log and ckpt.stat().st_mtime_ns == before[0]
+
+
 def test_resume_continues_from_checkpoint(trained, scan):
     save, _ = trained
     log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
