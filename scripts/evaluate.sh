@@ -10,7 +10,7 @@
 # can be passed in GENERATE_FLAGS (e.g. GENERATE_FLAGS="--cpu --batch-size 128"). The scorer checks that every
 # example of the subset received exactly one hypothesis.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,9p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
 ckpt=$1 data=$2; shift 2
 [ -f "$ckpt" ] || { echo "evaluate.sh: no checkpoint at $ckpt" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)

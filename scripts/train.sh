@@ -13,7 +13,8 @@
 #   --port P          rendezvous port for --cpu-procs (default: a free port)
 #
 # Extra flags win over the defaults (fairseq takes the last occurrence); the distributed flags come last.
-# A restart on the same SAVE_DIR resumes from SAVE_DIR/checkpoint_last.pt (fairseq-train does this itself).
+# A restart on the same SAVE_DIR resumes from SAVE_DIR/checkpoint_last.pt (fairseq-train does this itself); a
+# restart of a run whose checkpoint_last.pt is already at --max-update does nothing (scripts/lib/finished.sh).
 # Records SAVE_DIR/command.txt (the exact fairseq-train command; for --cpu-procs the one of rank 0),
 # SAVE_DIR/launch.txt (this script's command line) and SAVE_DIR/commit.txt (HEAD, then "dirty" if the
 # working tree has uncommitted changes to tracked files).
@@ -26,7 +27,7 @@ set -euo pipefail
 # another process measured 1.6-8x slower per step (README, "Speed on CPU"). A run that has the machine to itself
 # is faster with busy-waiting: OMP_WAIT_POLICY=ACTIVE scripts/... sets it back.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-usage() { sed -n '2,22p' "$0"; exit 2; }
+usage() { sed -n '2,24p' "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 launch=("$0" "$@")
 preset="" gpus=1 cpu=0 procs=0 port=""
