@@ -5,7 +5,7 @@
 # match on the IID and generalization sets every MAIN_EVAL_EVERY updates), evaluate the last checkpoints with
 # greedy fairseq-generate, print a table and write the curves as a PNG.
 #
-#   bash scripts/main.sh                        # ~20 minutes on 2 CPU cores after setup (2,000 updates each)
+#   bash scripts/main.sh                        # ~17 minutes on 2 CPU cores after setup (2,000 updates each)
 #   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (README, Results)
 #
 # Environment: MAIN_UPDATES (default 2000), MAIN_EVAL_EVERY (default 250), MAIN_OUT (default runs/main),
