@@ -99,7 +99,7 @@ def test_teacher_forced_verdict_equals_greedy_decoding(arch):
     target, prev = _greedy_targets(model, src, lengths, 12, g)
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev}, "target": target}
     greedy = batch_exact_match(model, sample, PAD, EOS)
-    teacher_forced = greedy_match_teacher_forced(model, sample, PAD, EOS)
+    teacher_forced = greedy_match_teacher_forced(model, sample, PAD)
     assert teacher_forced.tolist() == greedy.tolist()
     assert 0 < int(greedy.sum()) < B, f"{arch}: verdicts not mixed ({int(greedy.sum())}/{B} correct)"
 

@@ -204,3 +204,16 @@ def test_relative_models_have_no_absolute_positions():
 def test_share_all_embeddings_needs_joined_dictionary():
     with pytest.raises(ValueError, match="joined dictionary"):
         build("compgen_transformer", share_all_embeddings=True)
+
+
+@pytest.mark.parametrize("arch", ["compgen_transformer", "rel_uni_transformer", "ontanon_rel2_eb_c", "sag_t5_transformer"])
+def test_training_attention_path_equals_sdpa(arch):
+    """Training with attention dropout computes attention explicitly (modules/attention.py); with a dropout that
+    keeps every weight it must equal the SDPA path used at evaluation, masks and position biases included."""
+    torch.manual_seed(0)
+    model = build(arch, dropout=0.0, activation_dropout=0.0, embedding_dropout=0.0, attention_dropout=1e-12)
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        explicit = model.train()(src, lengths, prev)[0]
+        sdpa = model.eval()(src, lengths, prev)[0]
+    assert torch.allclose(explicit, sdpa, atol=1e-5)

@@ -134,29 +134,26 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         if key_padding_mask is not None:
             pad = key_padding_mask.view(B, 1, 1, Tk)
             blocked = pad if blocked is None else (blocked | pad)
-        is_causal = False
-        if bias is None and causal and key_padding_mask is None and Tq == Tk:
-            attn_mask, is_causal = None, True  # lets SDPA pick a fused kernel instead of materializing the mask
-        elif bias is None:
-            attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
-        else:
-            attn_mask = bias.to(q.dtype)
-            if blocked is not None:
-                attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
         if self.training and self.dropout > 0.0:
             # written out so that the dropout mask on the probabilities is drawn by modules/dropout.py (SDPA's
             # math path, which a float mask or dropout selects on CPU anyway, draws it with the slower bernoulli_)
             logits = torch.matmul(q_content, k.transpose(-1, -2)) * self.scale  # [B, H, Tq, Tk]
-            if is_causal:
-                logits = logits.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(1),
-                                            float("-inf"))
-            elif attn_mask is not None and attn_mask.dtype == torch.bool:
-                logits = logits.masked_fill(~attn_mask, float("-inf"))
-            elif attn_mask is not None:
-                logits = logits + attn_mask
+            if bias is not None:
+                logits = logits + bias.to(q.dtype)
+            if blocked is not None:
+                logits = logits.masked_fill(blocked, float("-inf"))
             probs = dropout(torch.softmax(logits, dim=-1), self.dropout, True)  # [B, H, Tq, Tk]
             out = torch.matmul(probs, v)  # [B, H, Tq, dh]
         else:
+            is_causal = False
+            if bias is None and causal and key_padding_mask is None and Tq == Tk:
+                attn_mask, is_causal = None, True  # lets SDPA pick a fused kernel instead of materializing the mask
+            elif bias is None:
+                attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
+            else:
+                attn_mask = bias.to(q.dtype)
+                if blocked is not None:
+                    attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
             out = F.scaled_dot_product_attention(q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
                                                  scale=self.scale)  # [B, H, Tq, dh]
         out = out.transpose(1, 2).reshape(B, Tq, self.embed_dim)

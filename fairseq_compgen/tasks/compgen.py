@@ -34,8 +34,9 @@ class CompgenConfig(TranslationConfig):
     # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
     no_eval_accuracy: bool = field(
         default=False,
-        metadata={"help": "do not decode greedily on the validation subsets (by default exact-match `accuracy` is "
-                          "logged per subset: tokens and length must match; Csordás et al. 2021)"},
+        metadata={"help": "do not log `accuracy` (by default the exact-match accuracy of greedy decoding is logged per "
+                          "validation subset, computed from one teacher-forced pass: tokens and length must match; "
+                          "Csordás et al. 2021)"},
     )
     eval_greedy: bool = field(
         default=False,
@@ -115,7 +116,7 @@ class CompgenTask(TranslationTask):
             with torch.no_grad():
                 net_output = model(**sample["net_input"])
         if not self.cfg.no_eval_accuracy:
-            correct = greedy_match_teacher_forced(model, sample, pad, eos, net_output)
+            correct = greedy_match_teacher_forced(model, sample, pad, net_output)
             logging_output["_em_correct"] = int(correct.sum())
             logging_output["_em_total"] = correct.numel()
         if self.cfg.eval_greedy:

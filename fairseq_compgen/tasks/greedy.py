@@ -71,10 +71,11 @@ def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -
 
 
 @torch.no_grad()
-def greedy_match_teacher_forced(model, sample, pad: int, eos: int, net_output=None) -> Tensor:
+def greedy_match_teacher_forced(model, sample, pad: int, net_output=None) -> Tensor:
     """Greedy exact match of one fairseq batch from one teacher-forced pass -> bool [B] (see the module docstring).
 
-    Equal to `batch_exact_match(model, sample, pad, eos)` without step-by-step decoding. `net_output`: the model's
+    Equal to `batch_exact_match(model, sample, pad, eos)` without step-by-step decoding (the target's own EOS
+    is what the prediction must match at the reference length). `net_output`: the model's
     output on `sample["net_input"]` if already computed.
     """
     target: Tensor = sample["target"]  # [B, T]: tokens, EOS, pads
