@@ -52,7 +52,7 @@ def base_architecture(args):
     set_size(args, *CSORDAS_SIZES["scan"])
     for name, value in dict(
         dropout=0.1, attention_dropout=0.1, activation_dropout=0.1, embedding_dropout=None,
-        absolute_positions="sinusoidal", embedding_scaling="ped", self_attn_pos="none",
+        absolute_positions="sinusoidal", embedding_scaling="ped", param_init="default", self_attn_pos="none",
         universal=False, normalize_before=False, attention_bias=False,
         share_decoder_input_output_embed=True, share_all_embeddings=False,
         max_source_positions=1024, max_target_positions=1024,

@@ -25,10 +25,12 @@ Choices the paper leaves open (every one a default; the command line wins):
   noun-adjective it was a searched option, post-norm (fairseq's default) here, `--normalize-before 1` for pre-norm.
 * "Shared embeddings between encoder and decoder" (FLoRes, noun-adjective) needs a joined dictionary:
   add `--share-all-embeddings 1` (as fairseq's own presets, these leave it to the command line).
-* "fairseq's Transformer with its initialization and default parameters" (§3): sinusoidal absolute positions,
-  token embeddings scaled by sqrt(d) (`teu`, the nearest of our schemes to fairseq's), biases in the attention
-  projections, no activation dropout unless A.2 sets one, untied output embedding unless A.2 ties it
-  (IWSLT'14: decoder input = output embedding).
+* "fairseq's Transformer with its initialization and default parameters" (§3): fairseq's embeddings
+  (N(0, d^-1/2) scaled by sqrt(d), its sinusoid layout and position offset: `--embedding-scaling fairseq`) and
+  layer initialisation (`--param-init fairseq`, modules/param_init.py), biases in the attention projections, no
+  activation dropout unless A.2 sets one, untied output embedding unless A.2 ties it (IWSLT'14: decoder input =
+  output embedding). Until 2026-11-23 these presets used `teu` embeddings (Xavier, interleaved sinusoids) and
+  Xavier layers; `--embedding-scaling teu --param-init default` rebuilds those models.
 
 Training flags are fairseq-train's; SCAN, Table 3's protocol (250 epochs, batch 256, Adam lr 5e-4, clip 1.0,
 seeds 0-2, greedy decoding), e.g. for SCAN-jump:
@@ -62,8 +64,8 @@ SETUPS = {
                  dict(dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, rel_span=4)),
 }
 
-FAIRSEQ_TRANSFORMER = dict(absolute_positions="sinusoidal", embedding_scaling="teu", attention_bias=True,
-                           share_decoder_input_output_embed=False, universal=False)
+FAIRSEQ_TRANSFORMER = dict(absolute_positions="sinusoidal", embedding_scaling="fairseq", param_init="fairseq",
+                           attention_bias=True, share_decoder_input_output_embed=False, universal=False)
 
 
 def _preset(column: str, setup: str):

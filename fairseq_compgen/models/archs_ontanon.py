@@ -15,14 +15,15 @@ the 22 model rows of Tables 8-11 (spec_001 §4.3), as `ontanon_<row>` with "-" w
 
 Common to all (spec §1.3-§1.4): post-LN, biases in the Q/K/V/O projections, dropout 0.1 on embeddings and
 sublayer outputs, no attention or feed-forward-inner dropout, separate encoder / decoder embeddings and a separate
-output projection with bias; `abs` scales token embeddings by sqrt(d) before adding the sinusoid (`teu`).
+output projection with bias. The Keras initialisation that App. A says strongly affects results: token embeddings
+U[-0.05, 0.05] scaled by sqrt(d) in every model (`--embedding-scaling keras`; `abs` then adds the sinusoid), every
+dense layer Glorot-uniform with zero biases and LayerNorm eps 1e-6 (`--param-init keras`, modules/param_init.py).
 The copy decoder needs a joined dictionary (`fairseq-preprocess --joined-dictionary`, the paper's unified
 vocabulary; prepare data with `--joined-dictionary`).
 
-Not reproduced (documented deviations): Keras initialisers (U[-0.05, 0.05] embeddings, Glorot dense) are only
-used for the relative tables and copy layers; relative models do not scale embeddings by sqrt(d) (our
-TokenEmbedding ties that scaling to absolute positions); LayerNorm eps is 1e-5 (Keras 1e-6); fairseq sources have
-no [START] token (the decoder starts from EOS, which plays [START]).
+Not reproduced (documented deviation): fairseq sources have no [START] token (the decoder starts from EOS, which
+plays [START]). Until 2026-11-23 the presets used Xavier/PyTorch initialisers, LayerNorm eps 1e-5 and unscaled
+embeddings in rel-* models (`--embedding-scaling teu --param-init default` rebuilds those models).
 
 Training (spec §7): Adam(0.9, 0.98, eps 1e-9), the inverse-sqrt schedule with 4000 warmup steps at peak
 d^-0.5 * 4000^-0.5, batch 64, no clipping, no label smoothing, Table 7's epochs, e.g.
@@ -40,7 +41,7 @@ LARGE = (128, 512, 8)
 
 COMMON = dict(dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, embedding_dropout=0.1,
               attention_bias=True, normalize_before=False, share_decoder_input_output_embed=False,
-              share_all_embeddings=False, embedding_scaling="teu", rel_radius=16)
+              share_all_embeddings=False, embedding_scaling="keras", param_init="keras", rel_radius=16)
 
 # position encoding -> (absolute positions, self-attention scorer, cross-attention scorer)
 POSITIONS = {

@@ -32,6 +32,7 @@ from fairseq_compgen.modules.copy_decoder import CopyDistribution
 from fairseq_compgen.modules.layer_stack import LayerStack
 from fairseq_compgen.modules.layers import DecoderLayer, EncoderLayer
 from fairseq_compgen.modules.linear_attention import QK_NORMS, LinearAttention
+from fairseq_compgen.modules.param_init import PARAM_INITS, apply_param_init
 from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
 from fairseq_compgen.modules.positions import EMBEDDING_SCALINGS, TokenEmbedding
 from fairseq_compgen.modules.self_attention_gate import build_gate
@@ -46,8 +47,9 @@ def _bool(x) -> bool:
 def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
     absolute = args.absolute_positions == "sinusoidal"
     dropout = args.embedding_dropout if args.embedding_dropout is not None else (args.dropout if absolute else 0.0)
-    # without absolute positions only `keras` scales (the TF tutorial's sqrt(d)); the others mean "+ P" schemes
-    scaling = args.embedding_scaling if absolute or args.embedding_scaling == "keras" else None
+    # without absolute positions only `keras` and `fairseq` scale (their frameworks' sqrt(d)); the others are
+    # "+ P" schemes
+    scaling = args.embedding_scaling if absolute or args.embedding_scaling in ("keras", "fairseq") else None
     return TokenEmbedding(len(dictionary), dim, dictionary.pad(), scaling, dropout, positions=absolute)
 
 
@@ -201,7 +203,15 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
           help="with absolute positions: teu = sqrt(d)*E + P (Xavier init); none = E + P (N(0,1) init); "
                "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3. Without absolute positions "
                "the embedding is Xavier-initialised and unscaled, except keras = sqrt(d)*E (+ P), E ~ U[-0.05, "
-               "0.05]: the TF Transformer tutorial's, with or without positions (Ontañón et al. 2022 App. A)")
+               "0.05]: the TF Transformer tutorial's, with or without positions (Ontañón et al. 2022 App. A), and "
+               "fairseq = sqrt(d)*E (+ fairseq's sinusoids, positions from padding_idx + 1), E ~ N(0, d^-1/2): "
+               "fairseq's transformer (Chaabouni et al. 2021 §3)")
+        a("--param-init", choices=list(PARAM_INITS),
+          help="initialisation of the dense layers after the model is built (modules/param_init.py): default = "
+               "each module's own (Xavier-uniform, as Csordás et al.'s code); keras = Glorot-uniform with zero "
+               "biases for every linear layer and LayerNorm eps 1e-6 (Ontañón et al. 2022 App. A); fairseq = "
+               "fairseq's transformer (attention Q/K/V Xavier gain 1/sqrt(2), PyTorch-default feed-forward, "
+               "N(0, d^-1/2) output projection; Chaabouni et al. 2021 §3)")
         a("--self-attn-pos", choices=["none"] + sorted(SCORERS),
           help="position scoring in every self-attention: none, or txl = Transformer-XL relative attention "
                "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1), "
@@ -267,7 +277,7 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
             dec_embed = _embedding(args, tgt_dict, args.decoder_embed_dim)
         encoder = CompgenEncoder(args, src_dict, enc_embed)
         decoder = CompgenDecoder(args, tgt_dict, dec_embed)
-        return cls(encoder, decoder)
+        return apply_param_init(cls(encoder, decoder), args.param_init)
 
     def max_positions(self):
         return (self.encoder.max_positions(), self.decoder.max_positions())

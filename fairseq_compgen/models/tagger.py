@@ -21,6 +21,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from torch import nn
 
 from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, _embedding
+from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
 from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
 
@@ -65,7 +66,8 @@ class CompgenTaggerModel(BaseFairseqModel):
             args.tagger_max_len = task.max_sentence_length
         src_dict = task.source_dictionary
         encoder = CompgenEncoder(args, src_dict, _embedding(args, src_dict, args.encoder_embed_dim))
-        return cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})
+        model = cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})
+        return apply_param_init(model, args.param_init)
 
     def forward(self, src_tokens, src_lengths=None, **kwargs):
         enc = self.encoder(src_tokens, src_lengths)

@@ -20,6 +20,15 @@ Ontañón et al. (2022) builds on (spec_001 §1.3-§1.4, which the paper says st
     keras:                                      E ~ U[-0.05, 0.05],   H = sqrt(d) * E[w] (+ P for `abs`)
 
 It keeps the sqrt(d) scaling without absolute positions too (`positions=False`).
+
+And `fairseq`, the embedding of fairseq's `transformer` that Chaabouni et al. (2021) §3 say they used "with its
+initialization and default parameters" (fairseq's `Embedding` and `SinusoidalPositionalEmbedding`):
+
+    fairseq:                                    E ~ N(0, d^-1/2),     H = sqrt(d) * E[w] + P'[pos + pad + 1]
+    P'[p, k] = sin(p w_k), P'[p, k + d/2] = cos(p w_k), w_k = 10000^(-k / (d/2 - 1)), k < d/2
+
+i.e. the sines in the first half and the cosines in the second (not interleaved), a frequency step of
+ln(10000) / (d/2 - 1), and positions offset by padding_idx + 1 (fairseq's `make_positions`).
 """
 import math
 from typing import Optional
@@ -30,7 +39,7 @@ from torch import Tensor
 
 from fairseq_compgen.modules.dropout import Dropout
 
-EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras")
+EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras", "fairseq")
 
 
 def sinusoid(positions: Tensor, dim: int) -> Tensor:
@@ -45,6 +54,19 @@ def sinusoid(positions: Tensor, dim: int) -> Tensor:
     angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # [..., dim/2]
     out = torch.stack((angles.sin(), angles.cos()), dim=-1)  # [..., dim/2, 2]
     return out.flatten(-2)  # [..., dim]: sin on even channels, cos on odd
+
+
+def sinusoid_fairseq(positions: Tensor, dim: int) -> Tensor:
+    """fairseq's sinusoid layout (see the module docstring) at `positions` (already offset by padding_idx + 1).
+
+    positions: [...] -> returns [..., dim] (float32): sin on channels [0, dim/2), cos on [dim/2, dim).
+    """
+    assert dim % 2 == 0 and dim >= 4, f"fairseq's sinusoids need an even dimension >= 4, got {dim}"
+    half = dim // 2
+    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
+                         * (-math.log(10000.0) / (half - 1)))  # [dim/2]
+    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # [..., dim/2]
+    return torch.cat((angles.sin(), angles.cos()), dim=-1)  # [..., dim]
 
 
 def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> Tensor:
@@ -73,11 +95,13 @@ class TokenEmbedding(nn.Module):
             nn.init.normal_(self.embed.weight, 0.0, 1.0)
         elif scaling == "keras":
             nn.init.uniform_(self.embed.weight, -0.05, 0.05)
+        elif scaling == "fairseq":
+            nn.init.normal_(self.embed.weight, 0.0, dim ** -0.5)
         else:  # ped
             nn.init.kaiming_normal_(self.embed.weight)
         with torch.no_grad():
             self.embed.weight[padding_idx].zero_()
-        self.token_scale = math.sqrt(dim) if scaling in ("teu", "keras") else 1.0
+        self.token_scale = math.sqrt(dim) if scaling in ("teu", "keras", "fairseq") else 1.0
         self.position_scale = 1.0 / math.sqrt(dim) if scaling == "ped" else 1.0
         self.dropout = Dropout(dropout)
 
@@ -90,5 +114,9 @@ class TokenEmbedding(nn.Module):
         x = self.embed(tokens) * self.token_scale
         if self.positions:
             pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
-            x = x + self.position_scale * sinusoid(pos, self.dim).to(x.dtype)
+            if self.scaling == "fairseq":
+                p = sinusoid_fairseq(pos + self.padding_idx + 1, self.dim)
+            else:
+                p = self.position_scale * sinusoid(pos, self.dim)
+            x = x + p.to(x.dtype)
         return self.dropout(x)
