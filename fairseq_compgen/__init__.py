@@ -11,5 +11,8 @@ import os
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 from fairseq_compgen import criterions, models, modules, tasks  # noqa: E402,F401
+from fairseq_compgen.errors import install_excepthook  # noqa: E402
+
+install_excepthook()  # uncaught UsageErrors print as one line (errors.py)
 
 __version__ = "0.1.0"

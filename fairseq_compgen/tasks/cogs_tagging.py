@@ -39,6 +39,7 @@ from fairseq.tasks import FairseqTask, register_task
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
+from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 
 logger = logging.getLogger(__name__)
 TAG_FIELDS = ct.FIELDS[1:]  # role, category, noun_type, verb_name (parent is a position)
@@ -174,6 +175,11 @@ class CogsTaggingTask(FairseqTask):
                                               self.cfg.empty_tags_as_padding,
                                               self.cfg.random_batches and split == "train")
         logger.info("cogs_tagging %s: %d examples", split, len(src))
+
+    def build_model(self, cfg, from_checkpoint=False):
+        fp = fingerprint(self.src_dict, *(self.tag_dictionaries[f] for f in TAG_FIELDS))
+        guard(cfg, fp, self.cfg.data, from_checkpoint)
+        return super().build_model(cfg, from_checkpoint)
 
     @property
     def source_dictionary(self):

@@ -23,6 +23,7 @@ from fairseq import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,10 @@ class CompgenTask(TranslationTask):
                 raise ValueError(f"--eval-comp {self.cfg.eval_comp}: {len(self._comp_meta)} lines for {len(ds)} {split} examples")
             collate = ds.collater
             ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint)
+        return super().build_model(cfg, from_checkpoint)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         target = sample.get("target")

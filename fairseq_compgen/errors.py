@@ -1,0 +1,30 @@
+"""Misuse errors: one line for the user instead of a traceback.
+
+`UsageError` is what our code raises for input a user can fix (a flag that cannot take effect, a checkpoint that
+does not belong to the data, a corrupt file). Importing the package (which `--user-dir fairseq_compgen` does)
+installs a `sys.excepthook` that prints an uncaught UsageError as `fairseq_compgen: error: <message>` and nothing
+else; the process still exits with status 1. Every other exception keeps its full traceback (a bug is not a misuse).
+"""
+import sys
+
+
+class UsageError(ValueError):
+    """A misuse the user can fix; the message names the file/line or flag and what was expected."""
+
+
+_previous_hook = None
+
+
+def _hook(exc_type, exc, tb):
+    if issubclass(exc_type, UsageError):
+        print(f"fairseq_compgen: error: {exc}", file=sys.stderr)
+    else:
+        _previous_hook(exc_type, exc, tb)
+
+
+def install_excepthook() -> None:
+    """Print uncaught UsageErrors as one line (idempotent; other exceptions go to the previous hook)."""
+    global _previous_hook
+    if sys.excepthook is not _hook:
+        _previous_hook = sys.excepthook
+        sys.excepthook = _hook

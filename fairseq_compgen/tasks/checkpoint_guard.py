@@ -1,0 +1,124 @@
+"""Refuse a checkpoint that does not belong to the run: the dictionaries it was trained with, and the model it is.
+
+Two silent wrong results this module prevents (issue "No silent wrong results"):
+
+* **Evaluating on other dictionaries.** A checkpoint applied to data whose dictionaries have the same size but
+  another order decodes garbage with exit code 0. The model's config records the SHA-256 of its dictionaries
+  (`dictionary_sha256`, saved with every checkpoint); `fairseq-generate` / `scripts/evaluate.sh` refuse a data
+  folder whose dictionaries hash differently.
+* **Resuming another model.** `fairseq-train` resumes `SAVE_DIR/checkpoint_last.pt` (or `--restore-file`) whenever
+  it exists; with another `--arch` or other model flags whose parameter shapes happen to fit, it loads and trains on
+  silently. Before the model is built, the checkpoint's model configuration is compared with the command's, and a
+  difference is refused naming the flags. A deliberate start from another model's weights is fairseq's
+  `--finetune-from-model PATH` in a new `--save-dir`.
+
+A checkpoint that cannot be read at all (truncated by a crash or a full disk) is named, with the newest readable
+checkpoint beside it, instead of fairseq's zip-archive traceback.
+"""
+import argparse
+import glob
+import hashlib
+import os
+from typing import Optional
+
+import torch
+
+from fairseq_compgen.errors import UsageError
+
+FINGERPRINT = "dictionary_sha256"  # attribute of the model config, saved in every checkpoint
+
+
+def fingerprint(*dictionaries) -> str:
+    """SHA-256 over the symbols of each dictionary in index order (order matters: it is the model's vocabulary)."""
+    h = hashlib.sha256()
+    for d in dictionaries:
+        h.update("\n".join(d.symbols).encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _model_flags(model_cls) -> list:
+    parser = argparse.ArgumentParser(add_help=False)
+    model_cls.add_args(parser)
+    return ["arch"] + [a.dest for a in parser._actions]
+
+
+def _load(path: str) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 (any failure to read is reported the same way)
+        folder = os.path.dirname(path) or "."
+        readable = None
+        for other in sorted(glob.glob(os.path.join(folder, "checkpoint*.pt")), key=os.path.getmtime, reverse=True):
+            if os.path.abspath(other) == os.path.abspath(path):
+                continue
+            try:
+                torch.load(other, map_location="cpu", weights_only=False)
+                readable = other
+                break
+            except Exception:  # noqa: BLE001
+                continue
+        beside = (f"to resume from the newest readable checkpoint beside it: cp {readable} {path}" if readable else
+                  f"no readable checkpoint beside it: remove {path} to train from scratch")
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                         f"{beside}") from None
+
+
+def resume_path(cfg) -> Optional[str]:
+    """The checkpoint fairseq-train will resume from (fairseq's checkpoint_utils.load_checkpoint rule), if any."""
+    save_dir, restore = getattr(cfg, "save_dir", None), getattr(cfg, "restore_file", None) or "checkpoint_last.pt"
+    if save_dir is None:
+        return None
+    if restore != "checkpoint_last.pt":
+        return restore if os.path.exists(restore) else None
+    path = os.path.join(save_dir, restore)
+    if os.path.exists(path):
+        return path
+    return getattr(cfg, "continue_once", None)  # first launch: fairseq's --continue-once, else nothing to resume
+    # (--finetune-from-model on a first launch is a deliberate start from other weights: not checked)
+
+
+def _flag(dest: str) -> str:
+    return "--arch" if dest == "arch" else "--" + dest.replace("_", "-")
+
+
+def check_resume(cfg, model_cls) -> None:
+    """Refuse resuming a checkpoint whose model configuration (or dictionaries) differ from `cfg`'s."""
+    path = resume_path(cfg)
+    if path is None:
+        return
+    saved = _load(path).get("cfg", {})
+    saved = saved.get("model") if hasattr(saved, "get") else None
+    if saved is None:
+        return
+    saved = vars(saved) if isinstance(saved, argparse.Namespace) else dict(saved)
+    diffs = []
+    for dest in _model_flags(model_cls) + [FINGERPRINT]:
+        if dest not in saved:  # a flag newer than the checkpoint: nothing to compare
+            continue
+        old, new = saved[dest], getattr(cfg, dest, None)
+        if old != new:
+            diffs.append("the dictionaries differ" if dest == FINGERPRINT else f"{_flag(dest)} {old} -> {new}")
+    if diffs:
+        raise UsageError(f"{path} holds another model than this command builds ({'; '.join(diffs)}): resume with "
+                         f"the checkpoint's flags, or start from its weights deliberately with --finetune-from-model "
+                         f"{path} in a new --save-dir")
+
+
+def guard(cfg, fp: str, data: str, from_checkpoint: bool) -> None:
+    """What a task's build_model calls first: the dictionary check, and when training, the resume check."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    check_dictionaries(cfg, fp, data, from_checkpoint)
+    if not from_checkpoint and getattr(cfg, "arch", None) in ARCH_MODEL_REGISTRY:
+        check_resume(cfg, ARCH_MODEL_REGISTRY[cfg.arch])
+
+
+def check_dictionaries(cfg, fp: str, data: str, from_checkpoint: bool) -> None:
+    """Record `fp` in the model config; when building from a checkpoint, refuse dictionaries that differ."""
+    saved = getattr(cfg, FINGERPRINT, None)
+    if from_checkpoint and saved is not None and saved != fp:
+        raise UsageError(f"the checkpoint was trained with other dictionaries than {data}'s (SHA-256 {saved[:12]} "
+                         f"vs {fp[:12]}: other words or the same words in another order), so its outputs would be "
+                         f"wrong: evaluate on the data folder it was trained on")
+    setattr(cfg, FINGERPRINT, fp)

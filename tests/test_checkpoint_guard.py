@@ -1,0 +1,106 @@
+"""Issue 16, "No silent wrong results": a checkpoint is refused, in one line, where it does not belong.
+
+With the ordinary fairseq commands on real SCAN data: evaluating on dictionaries of the same size in another order
+(scored 0.000 instead of the model's accuracy, exit 0, before), resuming a save folder with another --arch whose
+parameter shapes happen to fit (trained on silently, before), and resuming from a truncated checkpoint_last.pt
+(a zip-archive traceback, before, although an intact checkpoint sat beside it).
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2").split()
+
+
+def run(cmd, ok=True):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    p = subprocess.run([str(c) for c in cmd], cwd=REPO, env=env, capture_output=True, text=True)
+    if ok:
+        assert p.returncode == 0, f"{cmd[0]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def train(data, save, arch="rel_uni_transformer_scan", *extra, ok=True):
+    return run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
+                "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "32", "--cpu",
+                "--max-update", "2", "--save-interval-updates", "1", "--keep-interval-updates", "5",
+                "--disable-validation", "--save-dir", save, "--num-workers", "0", *extra], ok=ok)
+
+
+def one_line_error(p, *needles):
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    errors = [line for line in p.stderr.splitlines() if line.startswith("fairseq_compgen: error: ")]
+    assert len(errors) == 1, p.stderr[-3000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def scan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scan")
+    run([sys.executable, "data-prep/scan.py", "--split", "length_cutoff_26", "--out", out])
+    return out / "length_cutoff_26"
+
+
+@pytest.fixture(scope="module")
+def trained(scan, tmp_path_factory):
+    save = tmp_path_factory.mktemp("run")
+    train(scan / "bin", save)
+    return save
+
+
+def test_a_usage_error_is_one_line():
+    p = run([sys.executable, "-c", "import fairseq_compgen; from fairseq_compgen.errors import UsageError; "
+                                   "raise UsageError('flag --x: expected y')"], ok=False)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1] == "fairseq_compgen: error: flag --x: expected y"
+    assert "Traceback" not in p.stderr
+    p = run([sys.executable, "-c", "import fairseq_compgen; raise KeyError('a bug')"], ok=False)
+    assert "Traceback" in p.stderr  # bugs keep their traceback
+
+
+def test_generate_refuses_dictionaries_in_another_order(trained, scan, tmp_path):
+    """Same words, same size, another order: binarize valid with the reversed target dictionary."""
+    for side in ("src", "tgt"):
+        lines = (scan / "bin" / f"dict.{side}.txt").read_text().splitlines()
+        (tmp_path / f"dict.{side}.txt").write_text("\n".join(lines[::-1] if side == "tgt" else lines) + "\n")
+    other = tmp_path / "bin"
+    run([BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--validpref", scan / "valid",
+         "--srcdict", tmp_path / "dict.src.txt", "--tgtdict", tmp_path / "dict.tgt.txt", "--destdir", other])
+    cmd = [BIN / "fairseq-generate", None, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", "--path",
+           trained / "checkpoint_last.pt", "--gen-subset", "valid", "--beam", "1", "--batch-size", "256", "--cpu",
+           ]
+    cmd[1] = scan / "bin"
+    assert run(cmd).returncode == 0  # its own data folder works
+    cmd[1] = other
+    one_line_error(run(cmd, ok=False), "trained with other dictionaries", str(other))
+
+
+def test_resume_refuses_another_arch(trained, scan, tmp_path):
+    """rel_transformer with one layer has exactly rel_uni_transformer's parameters: it used to load and train on."""
+    save = tmp_path / "run"
+    shutil.copytree(trained, save)
+    before = (save / "checkpoint_last.pt").stat().st_mtime_ns
+    p = train(scan / "bin", save, "rel_transformer_scan", "--dropout", "0.3", "--max-update", "4", ok=False)
+    line = one_line_error(p, str(save / "checkpoint_last.pt"), "--arch rel_uni_transformer_scan -> rel_transformer_scan",
+                          "--universal True -> False", "--dropout 0.1 -> 0.3", "--finetune-from-model")
+    assert (save / "checkpoint_last.pt").stat().st_mtime_ns == before, line
+    train(scan / "bin", save, "rel_uni_transformer_scan", "--max-update", "3")  # the same model resumes
+
+
+def test_truncated_checkpoint_names_the_intact_one(trained, scan, tmp_path):
+    save = tmp_path / "run"
+    shutil.copytree(trained, save)
+    last = save / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:1000])
+    one_line_error(train(scan / "bin", save, "rel_uni_transformer_scan", "--max-update", "4", ok=False),
+                   f"{last} cannot be read", f"cp {save / 'checkpoint_1_2.pt'} {last}")
