@@ -12,6 +12,10 @@ class UsageError(ValueError):
     """A misuse the user can fix; the message names the file/line or flag and what was expected."""
 
 
+class MissingFileError(UsageError, FileNotFoundError):
+    """A file the user named (or a step before should have made) does not exist; the message names it."""
+
+
 _previous_hook = None
 
 

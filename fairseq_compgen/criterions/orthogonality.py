@@ -33,6 +33,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from fairseq.logging import metrics
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.linear_attention import EPS, LinearAttention
 
 
@@ -53,7 +54,7 @@ def encoder_value_recorders(model) -> List[LinearAttention]:
     """The linear self-attentions of the encoder (one per layer, or the one shared layer's)."""
     mods = [m for m in model.encoder.modules() if isinstance(m, LinearAttention)]
     if not mods:
-        raise ValueError("the orthogonality loss needs linear attention in the encoder (--self-attn-type linear)")
+        raise UsageError("the orthogonality loss needs linear attention in the encoder (--self-attn-type linear)")
     return mods
 
 

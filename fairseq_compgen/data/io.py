@@ -11,10 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
+from fairseq_compgen.errors import MissingFileError, UsageError
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class DataError(ValueError):
+class DataError(UsageError):
     """A malformed line in a data file.
 
     ``str(DataError(path, lineno, expected, line))`` reads
@@ -79,16 +81,29 @@ def atomic_write_lines(path: PathLike, lines: Iterable[str]) -> None:
     atomic_write_text(path, "".join(out))
 
 
+def decode_utf8(path: PathLike, data: bytes) -> str:
+    """``data`` (the bytes of ``path``) as text; invalid UTF-8 raises DataError naming the file and line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = data.count(b"\n", 0, e.start) + 1
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        shown = data[start:end if end >= 0 else len(data)].decode("utf-8", errors="replace")
+        raise DataError(path, lineno, f"UTF-8 text (byte {e.start - start + 1} of the line is not)", shown) from None
+
+
 def read_data_lines(path: PathLike, what: str = "data file") -> list:
     """The lines of a text data file (without newlines); empty lines at its end are dropped.
 
-    A missing file raises FileNotFoundError naming the file and ``what`` it was for.
+    A missing file raises MissingFileError (a FileNotFoundError) naming the file and ``what`` it was for; bytes
+    that are not UTF-8 raise DataError naming the file and line.
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what}: file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+        raise MissingFileError(f"{what}: file not found: {path}")
+    text = decode_utf8(path, path.read_bytes()).replace("\r\n", "\n").replace("\r", "\n")  # as open()'s newlines
+    lines = text.split("\n")
     while lines and lines[-1].strip() == "":
         lines.pop()
     return lines

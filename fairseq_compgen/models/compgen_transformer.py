@@ -26,6 +26,7 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder, register_model
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
 from fairseq_compgen.modules.copy_decoder import CopyDistribution
@@ -55,18 +56,18 @@ def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
 
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
     if getattr(args, "qk_norm", "none") not in (None, "none") and args.self_attn_type != "linear":
-        raise ValueError(f"--qk-norm {args.qk_norm} needs --self-attn-type linear")
+        raise UsageError(f"--qk-norm {args.qk_norm} needs --self-attn-type linear")
     if args.self_attn_type == "linear":  # Park & Kim (2024); cross-attention is linear too (CompgenDecoder)
         if args.self_attn_pos not in (None, "none"):
-            raise ValueError(f"--self-attn-type linear takes no --self-attn-pos (got {args.self_attn_pos!r})")
+            raise UsageError(f"--self-attn-type linear takes no --self-attn-pos (got {args.self_attn_pos!r})")
         return LinearAttention(dim, heads, args.qk_norm, bias=_bool(args.attention_bias))
     if args.self_attn_type == "conv":
         if args.self_attn_pos not in (None, "none"):
-            raise ValueError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
+            raise UsageError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
                              f"(got {args.self_attn_pos!r})")
         return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
     if args.self_attn_type != "attention":
-        raise ValueError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
+        raise UsageError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
     scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, args=args)
     return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
 
@@ -119,7 +120,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
                                        key_positions_from_padding=True)
             if args.self_attn_type == "linear":  # a Linear Transformer: cross-attention is linear as well
                 if getattr(args, "cross_attn_pos", None) not in (None, "none"):
-                    raise ValueError(f"--cross-attn-pos {args.cross_attn_pos} has no effect with --self-attn-type "
+                    raise UsageError(f"--cross-attn-pos {args.cross_attn_pos} has no effect with --self-attn-type "
                                      f"linear (cross-attention is linear and takes no position scorer)")
                 cross = LinearAttention(dim, args.decoder_attention_heads, args.qk_norm,
                                         bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
@@ -264,12 +265,12 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
         base_architecture(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         if _bool(getattr(args, "copy_decoder", False)) and src_dict != tgt_dict:
-            raise ValueError("--copy-decoder needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
+            raise UsageError("--copy-decoder needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
         if _bool(args.share_all_embeddings):
             if src_dict != tgt_dict:
-                raise ValueError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
+                raise UsageError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
             if args.encoder_embed_dim != args.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings needs --encoder-embed-dim == --decoder-embed-dim")
+                raise UsageError("--share-all-embeddings needs --encoder-embed-dim == --decoder-embed-dim")
             enc_embed = dec_embed = _embedding(args, src_dict, args.encoder_embed_dim)
             args.share_decoder_input_output_embed = True
         else:

@@ -58,6 +58,8 @@ from fairseq.models import (
 from torch import Tensor
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from fairseq_compgen.errors import UsageError
+
 EncoderOut = Dict[str, List[Tensor]]
 
 
@@ -90,13 +92,13 @@ class SyntacticAttentionEncoder(FairseqEncoder):
         self.padding_idx, self.bos = dictionary.pad(), dictionary.bos()
         m, x = args.semantic_dim, args.syntactic_dim
         if x % 2:
-            raise ValueError(f"--syntactic-dim must be even (biLSTM_1 has --syntactic-dim/2 units per direction), got {x}")
+            raise UsageError(f"--syntactic-dim must be even (biLSTM_1 has --syntactic-dim/2 units per direction), got {x}")
         self.dropout = nn.Dropout(args.dropout)
         self.semantic_embed = nn.Embedding(len(dictionary), m, padding_idx=self.padding_idx)  # W_m, Eq. 1
         self.sequential_semantics = _bool(args.sequential_semantics)
         if self.sequential_semantics:
             if m % 2:
-                raise ValueError(f"--sequential-semantics needs an even --semantic-dim, got {m}")
+                raise UsageError(f"--sequential-semantics needs an even --semantic-dim, got {m}")
             self.semantic_lstm = nn.LSTM(m, m // 2, batch_first=True, bidirectional=True)
         self.syntactic_embed = nn.Embedding(len(dictionary), x // 2, padding_idx=self.padding_idx)  # W_x
         self.lstm1 = nn.LSTM(x // 2, x // 2, batch_first=True, bidirectional=True)
@@ -159,7 +161,7 @@ class SyntacticAttentionDecoder(FairseqIncrementalDecoder):
         self.syntax_action = _bool(args.syntax_action)
         self.nonlinear_semantics = _bool(args.nonlinear_semantics)
         if self.syntax_action and self.nonlinear_semantics:
-            raise ValueError("--syntax-action and --nonlinear-semantics are separate variants of the paper; pick one")
+            raise UsageError("--syntax-action and --nonlinear-semantics are separate variants of the paper; pick one")
         feat = m + hdim if self.syntax_action else m
         self.semantic_mlp = nn.Linear(m, m) if self.nonlinear_semantics else None
         self.out = nn.Linear(feat, len(dictionary))  # f in Eq. 3

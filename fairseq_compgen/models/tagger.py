@@ -20,6 +20,7 @@ the K parent classes and back.
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from torch import nn
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, _embedding
 from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
@@ -40,7 +41,7 @@ class CompgenTaggerModel(BaseFairseqModel):
             pos = args.self_attn_pos if args.tagger_parent_head == "attention" else "none"
         scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, args=args)
         if scorer is not None and args.tagger_parent_head != "attention":
-            raise ValueError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "
+            raise UsageError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "
                              f"(got {args.tagger_parent_head}; use --tagger-parent-pos none)")
         self.parent_head = build_parent_head(args.tagger_parent_head, dim, args.tagger_max_len or 0, scorer)
 

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.dropout import dropout
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -42,7 +43,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
     ):
         super().__init__()
         if embed_dim % num_heads != 0:
-            raise ValueError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
+            raise UsageError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.scale = self.head_dim**-0.5

@@ -38,6 +38,7 @@ import torch.nn as nn
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
 from fairseq_compgen.modules.dropout import dropout
 from fairseq_compgen.modules.span_scorers import check_span, relative_window
@@ -50,7 +51,7 @@ class ConvSelfAttention(FairseqIncrementalState, nn.Module):
                  bias: bool = False):
         super().__init__()
         if embed_dim % num_heads != 0:
-            raise ValueError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
+            raise UsageError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.span, self.causal, self.dropout = check_span(span), causal, dropout
@@ -86,9 +87,9 @@ class ConvSelfAttention(FairseqIncrementalState, nn.Module):
     ) -> Tensor:
         """query [B, Tq, C] (only the new steps when decoding incrementally); key_padding_mask [B, Tq] -> [B, Tq, C]"""
         if key_value is not None:
-            raise ValueError("convolution as self-attention replaces self-attention only, not cross-attention")
+            raise UsageError("convolution as self-attention replaces self-attention only, not cross-attention")
         if causal != self.causal:
-            raise ValueError(f"this convolution was built with causal={self.causal}, called with causal={causal}")
+            raise UsageError(f"this convolution was built with causal={self.causal}, called with causal={causal}")
         B, Tq, _ = query.shape
         v = self._heads(self.v_proj(query))  # [B, H, Tq, dh]
         if key_padding_mask is not None:

@@ -13,6 +13,8 @@ import torch.nn as nn
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from fairseq_compgen.errors import UsageError
+
 
 class _Dropout(torch.autograd.Function):
     @staticmethod
@@ -43,7 +45,7 @@ class Dropout(nn.Module):
     def __init__(self, p: float):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+            raise UsageError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

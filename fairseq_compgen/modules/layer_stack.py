@@ -7,12 +7,14 @@ from typing import Callable, Iterator, Tuple
 
 import torch.nn as nn
 
+from fairseq_compgen.errors import UsageError
+
 
 class LayerStack(nn.Module):
     def __init__(self, make_layer: Callable[[], nn.Module], num_layers: int, universal: bool):
         super().__init__()
         if num_layers < 1:
-            raise ValueError(f"a layer stack needs at least one layer, got {num_layers}")
+            raise UsageError(f"a layer stack needs at least one layer, got {num_layers}")
         self.num_layers, self.universal = num_layers, universal
         self.layers = nn.ModuleList([make_layer() for _ in range(1 if universal else num_layers)])
 

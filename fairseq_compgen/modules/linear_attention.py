@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
 
 QK_NORMS = ("none", "l1", "l2", "rms")
@@ -67,7 +68,7 @@ def qk_normalize(x: Tensor, kind: str, gamma: Optional[Tensor] = None, eps: floa
         return x / (x.norm(dim=-1, keepdim=True) + eps)
     if kind == "rms":
         return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * gamma
-    raise ValueError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {kind!r}")
+    raise UsageError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {kind!r}")
 
 
 def noncausal_linear_attention(q: Tensor, k: Tensor, v: Tensor, eps: float = EPS) -> Tensor:
@@ -110,9 +111,9 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
                  kv_dim: Optional[int] = None, eps: float = EPS, chunk_size: int = 64):
         super().__init__()
         if embed_dim % num_heads != 0:
-            raise ValueError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
+            raise UsageError(f"embedding dim {embed_dim} is not divisible by {num_heads} heads")
         if qk_norm not in QK_NORMS:
-            raise ValueError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
+            raise UsageError(f"--qk-norm must be one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.qk_norm, self.eps, self.chunk_size = qk_norm, eps, chunk_size
@@ -177,13 +178,13 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
                     self.set_incremental_state(incremental_state, self._cache_key(depth), {"S": S, "z": z})
             else:
                 if incremental_state is not None:
-                    raise ValueError("non-causal linear self-attention cannot decode incrementally")
+                    raise UsageError("non-causal linear self-attention cannot decode incrementally")
                 if self.record_values:
                     self.recorded[depth] = (v_raw, key_padding_mask)
                 out = noncausal_linear_attention(q, k, v, self.eps)
         else:  # cross-attention: the source's sums are computed once per sentence
             if causal:
-                raise ValueError("causal cross-attention is not defined")
+                raise UsageError("causal cross-attention is not defined")
             if cache is not None:
                 S, z = cache["S"], cache["z"]
             else:

@@ -26,6 +26,7 @@ import math
 
 import torch.nn as nn
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.layers import FeedForward
 
@@ -65,7 +66,7 @@ def _fairseq(model: nn.Module) -> None:
 def apply_param_init(model: nn.Module, scheme: str) -> nn.Module:
     """Re-initialise `model` in place by `scheme` (one of PARAM_INITS); returns it."""
     if scheme not in PARAM_INITS:
-        raise ValueError(f"--param-init must be one of {PARAM_INITS}, got {scheme!r}")
+        raise UsageError(f"--param-init must be one of {PARAM_INITS}, got {scheme!r}")
     if scheme == "keras":
         _keras(model)
     elif scheme == "fairseq":

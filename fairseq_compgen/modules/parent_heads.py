@@ -25,6 +25,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
+
 NO_PARENT = -1
 INVALID = -2  # a predicted class naming no position of the sentence
 IGNORE = -100  # padding in targets (cross_entropy's ignore_index)
@@ -57,7 +59,7 @@ class ParentHead(nn.Module):
 def _check_range(classes: Tensor, valid: Tensor, k: int, what: str) -> None:
     bad = valid & ((classes < 0) | (classes >= k))
     if bool(bad.any()):
-        raise ValueError(f"{what} parent head has {k} classes (--tagger-max-len); a target needs class "
+        raise UsageError(f"{what} parent head has {k} classes (--tagger-max-len); a target needs class "
                          f"{int(classes[bad][0])}: raise --tagger-max-len to the longest sentence")
 
 
@@ -143,7 +145,7 @@ class AttentionParentHead(ParentHead):
 
 def build_parent_head(name: str, dim: int, max_len: int, scorer: Optional[nn.Module] = None) -> ParentHead:
     if name not in PARENT_HEADS:
-        raise ValueError(f"unknown --tagger-parent-head {name!r}; choose from {', '.join(sorted(PARENT_HEADS))}")
+        raise UsageError(f"unknown --tagger-parent-head {name!r}; choose from {', '.join(sorted(PARENT_HEADS))}")
     if name != "attention" and max_len < 1:
-        raise ValueError(f"the {name} parent head needs --tagger-max-len >= 1, got {max_len}")
+        raise UsageError(f"the {name} parent head needs --tagger-max-len >= 1, got {max_len}")
     return PARENT_HEADS[name](dim, max_len, scorer)

@@ -12,13 +12,15 @@ from typing import Callable, Dict, Optional
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
+
 SCORERS: Dict[str, Callable[..., nn.Module]] = {}
 
 
 def register_scorer(name: str):
     def wrap(cls):
         if name in SCORERS:
-            raise ValueError(f"position scorer {name!r} registered twice")
+            raise UsageError(f"position scorer {name!r} registered twice")
         SCORERS[name] = cls
         return cls
 
@@ -40,7 +42,7 @@ def build_scorer(name: str, *, embed_dim: int, num_heads: int, causal: bool, arg
     if name in (None, "none"):
         return None
     if name not in SCORERS:
-        raise ValueError(f"unknown position scorer {name!r}; choose from none, {', '.join(sorted(SCORERS))}")
+        raise UsageError(f"unknown position scorer {name!r}; choose from none, {', '.join(sorted(SCORERS))}")
     return SCORERS[name](embed_dim=embed_dim, num_heads=num_heads, causal=causal, args=args)
 
 

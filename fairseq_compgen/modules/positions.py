@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.dropout import Dropout
 
 EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras", "fairseq")
@@ -85,7 +86,7 @@ class TokenEmbedding(nn.Module):
                  positions: bool = True):
         super().__init__()
         if scaling is not None and scaling not in EMBEDDING_SCALINGS:
-            raise ValueError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
+            raise UsageError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
         self.dim, self.padding_idx, self.scaling = dim, padding_idx, scaling
         self.positions = positions
         self.embed = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)

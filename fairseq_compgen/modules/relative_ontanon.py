@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.position_scorer import PositionScorer, register_scorer
 
 DEFAULT_RADIUS = 16
@@ -68,7 +69,7 @@ class OntanonRelative(PositionScorer):
         radius = getattr(args, "rel_radius", None)
         self.radius = int(DEFAULT_RADIUS if radius is None else radius)  # 0 is refused below, not replaced
         if self.radius < 1:
-            raise ValueError(f"--rel-radius must be >= 1, got {self.radius}")
+            raise UsageError(f"--rel-radius must be >= 1, got {self.radius}")
         n = 2 * self.radius + 1
         self.head_dim = embed_dim // num_heads
         self.rel_embedding = nn.Parameter(torch.empty(n, self.head_dim)) if self.use_embedding else None  # r

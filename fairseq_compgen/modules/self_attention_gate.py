@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
+
 
 class SelfAttentionGate(nn.Module):
     """y [..., C] -> sigma(beta) * y; one parameter `beta` (a 0-d tensor)."""
@@ -25,7 +27,7 @@ class SelfAttentionGate(nn.Module):
         super().__init__()
         beta0 = float(beta0)
         if not math.isfinite(beta0):
-            raise ValueError(f"the self-attention gate needs a finite beta_0, got {beta0}")
+            raise UsageError(f"the self-attention gate needs a finite beta_0, got {beta0}")
         self.beta = nn.Parameter(torch.tensor(beta0))
 
     def forward(self, y: Tensor) -> Tensor:

@@ -28,13 +28,14 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.position_scorer import PositionScorer, register_scorer, relative_distances
 
 
 def check_span(span) -> int:
     """`--rel-span` must be a positive integer."""
     if isinstance(span, bool) or not isinstance(span, int) or span < 1:
-        raise ValueError(f"--rel-span must be an integer >= 1, got {span!r}")
+        raise UsageError(f"--rel-span must be an integer >= 1, got {span!r}")
     return span
 
 

@@ -27,6 +27,8 @@ from typing import Optional, Sequence
 
 import torch
 
+from fairseq_compgen.errors import UsageError
+
 
 def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -49,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
     model = models[0]
     if not isinstance(task, CogsTaggingTask):
-        raise ValueError(f"{args.checkpoint} was trained with task {type(task).__name__}, not cogs_tagging "
+        raise UsageError(f"{args.checkpoint} was trained with task {type(task).__name__}, not cogs_tagging "
                          f"(decode seq2seq checkpoints with fairseq-generate / scripts/evaluate.sh)")
     use_cuda = torch.cuda.is_available() and not args.cpu
     if args.fp16 and use_cuda:

@@ -23,6 +23,7 @@ from fairseq import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
 
@@ -92,7 +93,7 @@ class CompgenTask(TranslationTask):
             self._comp_meta = read_meta(self.cfg.eval_comp)
             ds = self.datasets[split]
             if len(self._comp_meta) != len(ds):
-                raise ValueError(f"--eval-comp {self.cfg.eval_comp}: {len(self._comp_meta)} lines for {len(ds)} {split} examples")
+                raise UsageError(f"--eval-comp {self.cfg.eval_comp}: {len(self._comp_meta)} lines for {len(ds)} {split} examples")
             collate = ds.collater
             ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
 
