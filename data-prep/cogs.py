@@ -38,7 +38,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import cogs
-from fairseq_compgen.data.binarize import CountMismatch, add_common_args, common_options, prepare_split
+from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 
 
 def split_name(train: str) -> str:
@@ -50,20 +50,13 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
     cats = [c for _, _, c in data["gen"]]
     n_cats = len(set(cats))
 
-    def check_categories(counts):
-        if n_cats != cogs.N_GEN_CATEGORIES:
-            msg = f"COGS gen: {n_cats} categories, expected {cogs.N_GEN_CATEGORIES}"
-            if not args.no_count_check:
-                raise CountMismatch(msg + " (--no-count-check accepts it)")
-            print(f"warning: {msg}", file=sys.stderr)
-
     summary = prepare_split(
         f"COGS ({args.train}.tsv)",
         args.out / split_name(args.train),
         {subset: [(s, t) for s, t, _ in ex] for subset, ex in data.items()},
         expected=cogs.expected_counts(args.train),
         extra_files={"gen.cat": cats},
-        extra_check=check_categories,
+        extra_check=lambda counts: cogs.check_categories(cats, strict=not args.no_count_check),
         **common_options(args),
     )
     print(f"gen categories: {n_cats} (gen.cat{' and bin/gen.cat' if not args.no_binarize else ''})")

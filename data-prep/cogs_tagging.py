@@ -15,14 +15,16 @@ dictionaries ``dict.src.txt`` and ``dict.<tag>.txt`` over every subset (so gen
 words are known, as data-prep/cogs.py --dict-from all; the cogs_tagging task
 loads them, so a checkpoint decodes with the vocabularies it was trained with).  Every example
 is checked to round-trip (tags -> the reference logical form) before anything
-is written; a failure is an error naming file and line.
+is written; a failure is an error naming file and line.  The counts and the 21 gen categories are checked
+against the published statistics (``--no-count-check`` only warns); the files are written in a staging
+folder and renamed into ``OUT`` together at the end (an error leaves the previous files as they were).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import importlib.util
+import io
 import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
@@ -32,19 +34,29 @@ if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout w
 
 from fairseq_compgen.data import cogs
 from fairseq_compgen.data import cogs_tagging as ct
-from fairseq_compgen.data.io import DataError, atomic_write_text
+from fairseq_compgen.data.binarize import count_checker, nonempty_checker
+from fairseq_compgen.data.io import DataError, staged_dir
 
 
-def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--cogs-dir", type=Path, help="local copy of the COGS data/ folder (else downloaded)")
     p.add_argument("--train", default="train", choices=cogs.TRAIN_FILES)
-    args = p.parse_args(argv)
+    p.add_argument("--no-count-check", action="store_true",
+                   help="only warn when the counts or gen categories differ from the published statistics")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
+    args = parse_args(argv)
     data = cogs.load(args.train, args.cogs_dir)
+    counts = {subset: len(examples) for subset, examples in data.items()}
+    nonempty_checker("COGS tagging")(counts)
+    count_checker(cogs.expected_counts(args.train), "COGS tagging", strict=not args.no_count_check)(counts)
+    cogs.check_categories([c for _, _, c in data["gen"]], strict=not args.no_count_check)
     stems = {"train": args.train, **cogs.SUBSET_FILES}
     files: Dict[str, str] = {}
-    counts = {}
     for subset, examples in data.items():
         cols = {k: [] for k in ("src", "lf", *ct.FIELDS)}
         source = str((args.cogs_dir or Path("<download>")) / f"{stems[subset]}.tsv")
@@ -63,11 +75,10 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
             files[f"{subset}.{k}"] = "\n".join(lines) + "\n"
         if subset == "gen":
             files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
-        counts[subset] = len(examples)
     files.update(dictionaries(files, list(data)))
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        atomic_write_text(args.out / name, text)
+    with staged_dir(args.out, whole_folder=False) as stage:  # every file replaced together, or none
+        for name, text in files.items():
+            (stage / name).write_text(text, encoding="utf-8")
     print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
     return counts
 

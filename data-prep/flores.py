@@ -4,7 +4,7 @@
 Guzmán et al. (2019); the paper's Tables 5 and 7.
 
     python data-prep/flores.py --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
-        [--vocab-size 5000] [--no-binarize] [--no-count-check]
+        [--vocab-size 5000] [--separate-dictionaries] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<direction>/{train,valid,test[,dev]}.{src,tgt}`` (sentencepiece pieces), the model
 ``OUT/<direction>/sentencepiece.bpe.model`` and binaries in ``OUT/<direction>/bin/`` (joined
@@ -36,11 +36,12 @@ from fairseq_compgen.data.binarize import add_common_args, common_options, prepa
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
     raw = flores.load(args.direction, flores_dir=args.flores_dir, train_dir=args.train_dir)
     out = args.out / args.direction
-    model = flores.train_sentencepiece(raw["train"], out / "sentencepiece.bpe", vocab_size=args.vocab_size)
+    model = flores.train_sentencepiece(raw["train"], vocab_size=args.vocab_size)
     data = {k: flores.encode(model, v) for k, v in raw.items()}
     return prepare_split(
         f"FLoRes v1 {args.direction}", out, data,
-        expected=flores.expected_counts(args.direction, train_on_dev=args.train_dir is None), **common_options(args),
+        expected=flores.expected_counts(args.direction, train_on_dev=args.train_dir is None),
+        side_files={flores.MODEL_FILE: model}, **common_options(args),
     )
 
 
@@ -51,8 +52,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--flores-dir", type=Path, help=f"folder holding {flores.ARCHIVE} (default: download)")
     p.add_argument("--train-dir", type=Path, help="folder with train.<xx>/train.en (default: train on dev)")
     p.add_argument("--vocab-size", type=int, default=flores.VOCAB_SIZE, help="sentencepiece vocabulary (5000)")
-    p.add_argument("--separate-dictionaries", action="store_true", help="no joined dictionary")
-    add_common_args(p)
+    add_common_args(p, joined=True)
     return p.parse_args(argv)
 
 

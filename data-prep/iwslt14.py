@@ -30,10 +30,10 @@ from fairseq_compgen.data.binarize import add_common_args, common_options, prepa
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
     folder = iwslt14.locate(args.iwslt_dir)
     out = args.out / iwslt14.PAIR
-    data, dropped = iwslt14.prepare_text(folder, out / "code", args.bpe_tokens)
+    data, codes, dropped = iwslt14.prepare_text(folder, args.bpe_tokens)
     print(f"IWSLT'14 training pairs dropped by clean-corpus (ratio 1.5, 1-175 tokens): {dropped}")
     return prepare_split(
-        "IWSLT'14 De-En", out, data, expected=iwslt14.EXPECTED, **common_options(args),
+        "IWSLT'14 De-En", out, data, expected=iwslt14.EXPECTED, side_files={"code": codes}, **common_options(args),
     )
 
 
@@ -42,8 +42,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--iwslt-dir", type=Path, help="extracted de-en/ folder of de-en.tgz (default: download)")
     p.add_argument("--bpe-tokens", type=int, default=iwslt14.BPE_TOKENS, help="BPE merges (10000)")
-    p.add_argument("--separate-dictionaries", action="store_true", help="no joined dictionary")
-    add_common_args(p)
+    add_common_args(p, joined=True)
     return p.parse_args(argv)
 
 

@@ -2,7 +2,7 @@
 """Prepare the noun-adjective ordering En->Fr data set (the paper's Section 4.2, Table 2) from Europarl v7.
 
     python data-prep/noun_adj.py --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
-        [--bpe-tokens 40000] [--no-binarize]
+        [--bpe-tokens 40000] [--separate-dictionaries] [--no-binarize]
 
 ``--europarl-dir`` holds ``europarl-v7.fr-en.{en,fr}``; default: download fr-en.tgz (194 MB).
 Writes ``OUT/en-fr/{train,valid,test}.{src,tgt}``, ``test.comp`` (COMP metadata, also in ``bin/``),
@@ -54,7 +54,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
         print(f"note: {report['kept']['test']} test sentences; the paper has {noun_adj.EXPECTED_TEST_PAPER} "
               "(full corpus, CoreNLP parser)")
     out = args.out / "en-fr"
-    data = learn_apply_bpe(data, out / "code", args.bpe_tokens)
+    data, codes = learn_apply_bpe(data, args.bpe_tokens)
 
     def check_meta(counts):
         if counts.get("test", 0) != len(meta):
@@ -62,7 +62,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
     summary = prepare_split(
         "noun-adjective En-Fr (Europarl v7)", out, data, extra_files={"test.comp": meta}, extra_check=check_meta,
-        **common_options(args),
+        side_files={"code": codes}, **common_options(args),
     )
     summary["_report"] = report
     return summary
@@ -76,8 +76,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="adjective-noun finder: spaCy parse if installed (auto), or the Table-2 pattern")
     p.add_argument("--spacy-model", default="en_core_web_sm")
     p.add_argument("--bpe-tokens", type=int, default=noun_adj.BPE_TOKENS, help="BPE merges (40000)")
-    p.add_argument("--separate-dictionaries", action="store_true", help="no joined dictionary")
-    add_common_args(p, count_check=False)
+    add_common_args(p, count_check=False, joined=True)
     return p.parse_args(argv)
 
 

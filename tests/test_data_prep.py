@@ -446,3 +446,123 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
         pass
     with pytest.raises(FileNotFoundError, match="members not found.*numbers__place_value"):
         md.extract_members(empty, tmp_path / "y", ["numbers__place_value"])
+
+
+# ---------------------------------------------------------------------------
+# Issue 16: documented commands, atomic replacement, empty subsets
+# ---------------------------------------------------------------------------
+
+
+def _readme_commands():
+    """(script, argv) of every ``python data-prep/<script>.py ...`` command in the README's code blocks
+    (optional ``[...]`` parts and shell comments dropped; commands with shell variables skipped)."""
+    import re
+    import shlex
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(python data-prep/[^`]*)`", text)
+    out = []
+    for block in blocks:
+        block = re.sub(r"\\\n", " ", block)
+        for line in block.split("\n"):
+            line = re.sub(r"\[[^\]]*\]", "", re.sub(r"#.*", "", line))
+            for m in re.finditer(r"python data-prep/(\w+)\.py([^;&|]*)", line):
+                if "$" not in m.group(2):
+                    out.append((m.group(1), shlex.split(m.group(2))))
+    return out
+
+
+def test_readme_data_prep_commands_parse():
+    """Every data-prep command the README shows is accepted by its script (the algorithmic one named tasks
+    that do not exist)."""
+    cmds = _readme_commands()
+    assert {s for s, _ in cmds} >= {"scan", "cogs", "cfq", "pcfg", "mathematics", "algorithmic", "iwslt14", "flores",
+                                    "noun_adj", "cogs_tagging"}
+    for script, argv in cmds:
+        data_prep_script(script).parse_args(argv)  # SystemExit on an unknown option or choice
+
+
+def _algorithmic(out, *extra):
+    return data_prep_script("algorithmic").main(
+        ["--out", str(out), "--tasks", "reverse", "--train-size", "40", "--test-size", "8", *extra])
+
+
+def test_interrupted_prep_leaves_old_text_binaries_and_no_staging(tmp_path, monkeypatch):
+    """An interrupt during fairseq-preprocess used to leave the new text beside the old bin/ (and a
+    .bin.tmp-* folder): now text and binaries stay the old ones and no staging folder is left."""
+    from fairseq_compgen.data import binarize
+
+    out = tmp_path / "alg"
+    _algorithmic(out, "--seed", "0")
+    d = out / "reverse"
+    before = _digest(d)
+    real = binarize._run_preprocess
+
+    def interrupted(*a, **kw):
+        real(*a, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(binarize, "_run_preprocess", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _algorithmic(out, "--seed", "1")
+    assert _digest(d) == before
+    assert sorted(p.name for p in out.iterdir()) == ["reverse"], "no staging folder may be left"
+    assert not [p for p in d.rglob("*") if "tmp" in p.name]
+    monkeypatch.setattr(binarize, "_run_preprocess", real)
+    _algorithmic(out, "--seed", "1")
+    assert _digest(d) != before and sorted(p.name for p in out.iterdir()) == ["reverse"]
+
+
+def test_empty_subset_is_refused_before_anything_is_replaced(tmp_path):
+    """--train-size 0 crashed in fairseq-preprocess after the old text had been replaced."""
+    from fairseq_compgen.data.binarize import EmptySubset
+
+    out = tmp_path / "alg"
+    _algorithmic(out)
+    before = _digest(out / "reverse")
+    with pytest.raises(EmptySubset, match=r"reverse .*: train has 0 examples"):
+        data_prep_script("algorithmic").main(["--out", str(out), "--tasks", "reverse", "--train-size", "0"])
+    assert _digest(out / "reverse") == before
+    assert sorted(p.name for p in out.iterdir()) == ["reverse"]
+
+
+def test_staging_folders_of_a_killed_process_are_removed(tmp_path):
+    from fairseq_compgen.data.io import staged_dir
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f".x.tmp-{dead.pid}").mkdir()
+    (tmp_path / f".x.tmp-{dead.pid}" / "train.src").write_text("half written\n")
+    (tmp_path / f".x.old-{dead.pid}").mkdir()  # moved aside just before the kill: x is missing
+    (tmp_path / f".x.old-{dead.pid}" / "train.src").write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with staged_dir(tmp_path / "x"):
+            assert (tmp_path / "x" / "train.src").read_text() == "old\n"
+            raise RuntimeError("boom")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+    with staged_dir(tmp_path / "x") as stage:
+        (stage / "train.src").write_text("new\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"] and (tmp_path / "x" / "train.src").read_text() == "new\n"
+
+
+@needs_cogs
+def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
+    """cogs_tagging had no count check (a COGS copy with missing lines was accepted)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    for stem in ("train", "dev", "test", "gen"):
+        _tsv(small / f"{stem}.tsv", cogs.read_tsv(COGS_DIR / f"{stem}.tsv")[::100])
+    out = tmp_path / "out"
+    prep = data_prep_script("cogs_tagging")
+    counts = prep.main(["--out", str(out), "--cogs-dir", str(small), "--no-count-check"])
+    assert counts == {"train": 242, "valid": 30, "test": 30, "gen": 210}
+    (out / "mine.txt").write_text("a file of the user\n")
+    before = _digest(out)
+    _tsv(small / "train.tsv", cogs.read_tsv(COGS_DIR / "train.tsv")[::50])
+    with pytest.raises(CountMismatch, match=r"train: 484 examples, expected 24155"):
+        prep.main(["--out", str(out), "--cogs-dir", str(small)])
+    assert _digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out", "small"]
+    prep.main(["--out", str(out), "--cogs-dir", str(small), "--no-count-check"])
+    assert len(_lines(out / "train.src")) == 484 and (out / "mine.txt").is_file()
+    with pytest.raises(CountMismatch, match="COGS gen: 20 categories, expected 21"):
+        cogs.check_categories([f"c{i}" for i in range(20)])

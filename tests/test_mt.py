@@ -108,10 +108,12 @@ def test_flores_end_to_end_bleu(tmp_path):
     assert re.search(r"train\s+300\s+300", log), log
     data = out / "ne-en" / "bin"
     assert (out / "ne-en" / "sentencepiece.bpe.model").is_file()
+    assert (data / "dict.src.txt").read_bytes() == (data / "dict.tgt.txt").read_bytes(), "joined dictionary"
     save = tmp_path / "ckpt"
+    # the README's recipe shares all embeddings, which needs the joined dictionary
     run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", *TINY, *TRAIN,
          "--max-update", "4", "--save-dir", save, "--valid-subset", "valid", "--max-source-positions", "256",
-         "--max-target-positions", "256"])
+         "--max-target-positions", "256", "--share-all-embeddings", "1"])
     gen = run([BIN / "fairseq-generate", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
                "--path", save / "checkpoint_best.pt", "--gen-subset", "test", "--beam", "1", "--max-len-b", "10",
                "--batch-size", "100", "--cpu"])
@@ -124,6 +126,41 @@ def test_flores_end_to_end_bleu(tmp_path):
         assert res["signature"].startswith("nrefs:1|") and ("tok:none" in res["signature"]) == tokenized
     res = bleu.main([str(tmp_path / "gen.txt")])
     assert "\u2581" not in "".join(bleu.remove_bpe(r, "sentencepiece") for r in refs)
+
+
+@pytest.mark.parametrize("script, argv", [("iwslt14", []), ("flores", ["--direction", "ne-en"]), ("noun_adj", [])])
+def test_mt_preps_default_to_a_joined_dictionary(script, argv):
+    """The MT recipes share embeddings: joined by default (it silently was separate), --separate-dictionaries."""
+    from model_helpers import data_prep_script
+
+    from fairseq_compgen.data.binarize import common_options
+
+    prep = data_prep_script(script)
+    assert common_options(prep.parse_args(["--out", "x", *argv]))["joined"] is True
+    assert common_options(prep.parse_args(["--out", "x", *argv, "--separate-dictionaries"]))["joined"] is False
+    with pytest.raises(SystemExit):
+        prep.parse_args(["--out", "x", *argv, "--joined-dictionary"])
+
+
+def test_flores_model_kept_when_the_prep_fails(tmp_path):
+    """The sentencepiece model was overwritten before the count check; now it is replaced with the data only."""
+    from model_helpers import data_prep_script
+
+    from fairseq_compgen.data.binarize import CountMismatch
+
+    arch = need(DATA / "flores" / flores.ARCHIVE)
+    _trimmed_archive(arch, tmp_path / flores.ARCHIVE, 200)
+    out = tmp_path / "out"
+    prep = data_prep_script("flores")
+    args = ["--out", str(out), "--direction", "si-en", "--flores-dir", str(tmp_path), "--vocab-size", "300"]
+    prep.main(args + ["--no-count-check", "--no-binarize"])
+    d = out / "si-en"
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    assert flores.MODEL_FILE in before
+    with pytest.raises(CountMismatch, match="expected 2898"):
+        prep.main(args[:-1] + ["250"])
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    assert sorted(p.name for p in out.iterdir()) == ["si-en"]
 
 
 def test_bleu_signature_printed_and_labelled(tmp_path, capsys):
@@ -163,6 +200,24 @@ def test_europarl_counts_and_drop_reasons(europarl):
     meta = comp.read_meta(split / "bin" / "test.comp")
     assert len(meta) == te and meta[0][:2] == ("new", "institution") and "nouvelle" in meta[0][2]
     assert len((split / "train.src").read_text(encoding="utf-8").splitlines()) == tr
+    assert (split / "bin" / "dict.src.txt").read_bytes() == (split / "bin" / "dict.tgt.txt").read_bytes()
+    assert (split / "code").is_file()
+
+
+def test_noun_adj_sample_without_test_pairs_is_refused(tmp_path):
+    """A sample with no swapped pair crashed in fairseq-preprocess after the old outputs were replaced."""
+    from model_helpers import data_prep_script
+
+    from fairseq_compgen.data.binarize import EmptySubset
+
+    d = need(DATA / "europarl")
+    for lang in ("en", "fr"):
+        lines = (d / f"europarl-v7.fr-en.{lang}").read_text(encoding="utf-8").split("\n")[:150]
+        (tmp_path / f"europarl-v7.fr-en.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(EmptySubset, match="test has 0 examples"):
+        data_prep_script("noun_adj").main(["--out", str(tmp_path / "out"), "--europarl-dir", str(tmp_path),
+                                           "--tagger", "pattern", "--bpe-tokens", "50"])
+    assert not (tmp_path / "out" / "en-fr").exists()
 
 
 def test_alignment_slip_and_empty_lines_dropped(tmp_path):

@@ -10,12 +10,12 @@ Layout (the same for SCAN, COGS, CFQ, PCFG SET and Mathematics)::
         <extra files>                           copied from the text folder
         preprocess.log
 
-Writing is staged: every text file of a split is first written under a
-temporary name, the counts are checked (``check`` callback, e.g. against the
-papers' statistics), and only then are the files renamed into place; the
-binary folder is built in a temporary folder and renamed into place at the end.
-A failure at any point leaves the previous outputs untouched and no temporary
-files behind.  Rerunning with the same inputs rewrites identical files
+Writing is staged: the whole split folder (text, ``bin/``, tokenizer models) is
+built in a staging folder beside it, the counts are checked (no empty subset,
+the papers' statistics), the binaries are built and checked against the text,
+and only then does the staging folder replace the split folder, by renames.
+A failure or an interrupt at any point leaves the previous outputs untouched
+and no temporary files behind.  Rerunning with the same inputs rewrites identical files
 (``preprocess.log`` aside).
 """
 
@@ -26,9 +26,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from fairseq_compgen.data.io import staged_dir
+from fairseq_compgen.errors import UsageError
 
 SRC, TGT = "src", "tgt"
 # Order in which subsets are listed (train first; fairseq builds dictionaries from it).
@@ -37,8 +40,12 @@ SUBSET_ORDER = ("train", "valid", "test", "gen")
 Pair = Tuple[str, str]
 
 
-class CountMismatch(RuntimeError):
+class CountMismatch(UsageError):
     """The number of examples differs from the published statistics."""
+
+
+class EmptySubset(UsageError):
+    """A subset has no examples (fairseq can neither binarize nor train on it)."""
 
 
 def ordered_subsets(subsets: Iterable[str]) -> List[str]:
@@ -52,53 +59,12 @@ def ordered_subsets(subsets: Iterable[str]) -> List[str]:
 # ---------------------------------------------------------------------------
 
 
-class _StagedFiles:
-    """Files written under temporary names in one folder, renamed together by :meth:`commit`."""
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._open: Dict[str, object] = {}
-        self._tmp: Dict[str, Path] = {}
-
-    def open(self, name: str):
-        tmp = self.folder / f".{name}.tmp-{os.getpid()}"
-        self._tmp[name] = tmp
-        f = open(tmp, "w", encoding="utf-8", newline="\n")
-        self._open[name] = f
-        return f
-
-    def close(self, name: str) -> None:
-        f = self._open.pop(name)
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-
-    def commit(self) -> None:
-        for name in list(self._open):
-            self.close(name)
-        for name, tmp in self._tmp.items():
-            os.replace(tmp, self.folder / name)
-        self._tmp.clear()
-
-    def abort(self) -> None:
-        for f in self._open.values():
-            f.close()
-        self._open.clear()
-        for tmp in self._tmp.values():
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-        self._tmp.clear()
-
-
 def _clean(text: str, where: str) -> str:
     if "\n" in text or "\r" in text:
-        raise ValueError(f"{where}: contains a newline: {text[:80]!r}")
+        raise UsageError(f"{where}: contains a newline: {text[:80]!r}")
     out = " ".join(text.split())
     if not out:
-        raise ValueError(f"{where}: empty after tokenization")
+        raise UsageError(f"{where}: empty after tokenization")
     return out
 
 
@@ -106,46 +72,51 @@ def write_text(
     split_dir: Path,
     data: Mapping[str, Iterable[Pair]],
     extra_files: Optional[Mapping[str, Iterable[str]]] = None,
-    check: Optional[Callable[[Dict[str, int]], None]] = None,
 ) -> Dict[str, int]:
-    """Write ``<subset>.src/.tgt`` (and ``extra_files``: name -> lines) into ``split_dir``.
+    """Write ``<subset>.src/.tgt`` (and ``extra_files``: name -> lines) into ``split_dir``; returns the counts.
 
     ``data`` maps a subset to an iterable of (source, target) strings of
     space-separated tokens (it is consumed once, so generators stream).
     Whitespace is normalized to single spaces; an empty side or a newline is
-    an error.  ``check(counts)`` is called with subset -> number of examples
-    before anything is renamed into place; an exception from it (or from
-    reading the data) leaves the folder as it was.
+    an error.  Files are written in place: :func:`prepare_split` calls this on
+    a staging folder.
     """
     split_dir = Path(split_dir)
-    staged = _StagedFiles(split_dir)
+    split_dir.mkdir(parents=True, exist_ok=True)
     counts: Dict[str, int] = {}
-    try:
-        for subset in ordered_subsets(data):
-            fs, ft = staged.open(f"{subset}.{SRC}"), staged.open(f"{subset}.{TGT}")
+    for subset in ordered_subsets(data):
+        with open(split_dir / f"{subset}.{SRC}", "w", encoding="utf-8", newline="\n") as fs, \
+                open(split_dir / f"{subset}.{TGT}", "w", encoding="utf-8", newline="\n") as ft:
             n = 0
             for n, (src, tgt) in enumerate(data[subset], start=1):
                 where = f"{split_dir.name}/{subset} example {n}"
                 fs.write(_clean(src, where + " (source)") + "\n")
                 ft.write(_clean(tgt, where + " (target)") + "\n")
-            counts[subset] = n
-        for name, lines in (extra_files or {}).items():
-            f = staged.open(name)
+        counts[subset] = n
+    for name, lines in (extra_files or {}).items():
+        with open(split_dir / name, "w", encoding="utf-8", newline="\n") as f:
             for i, line in enumerate(lines, start=1):
                 if "\n" in line or "\r" in line:
-                    raise ValueError(f"{split_dir.name}/{name}: line {i} contains a newline: {line[:80]!r}")
+                    raise UsageError(f"{split_dir.name}/{name}: line {i} contains a newline: {line[:80]!r}")
                 f.write(line + "\n")
-        if check is not None:
-            check(counts)
-        staged.commit()
-    except BaseException:
-        staged.abort()
-        raise
     return counts
 
 
+def nonempty_checker(what: str) -> Callable[[Dict[str, int]], None]:
+    """A count check: every subset has at least one example (else :class:`EmptySubset`, even with
+    --no-count-check: fairseq cannot binarize an empty subset and training on one fails later)."""
+
+    def check(counts: Dict[str, int]) -> None:
+        empty = [s for s in ordered_subsets(counts) if counts[s] == 0]
+        if empty:
+            raise EmptySubset(f"{what}: {', '.join(empty)} ha{'ve' if len(empty) > 1 else 's'} 0 examples "
+                              "(an empty input file, or a sample too small?); nothing was written")
+
+    return check
+
+
 def count_checker(expected: Mapping[str, int], what: str, strict: bool = True) -> Callable[[Dict[str, int]], None]:
-    """A ``check`` for :func:`write_text`: subsets in ``expected`` must have exactly that many examples.
+    """A count check for :func:`prepare_split`: subsets in ``expected`` must have exactly that many examples.
 
     With ``strict=False`` a mismatch is printed as a warning instead of raising :class:`CountMismatch`.
     """
@@ -416,38 +387,56 @@ def prepare_split(
     extra_check: Optional[Callable[[Dict[str, int]], None]] = None,
     workers: int = 1,
     dict_from: str = "train",
+    side_files: Optional[Mapping[str, Union[str, bytes]]] = None,
 ) -> Dict[str, dict]:
     """Write text, check counts, binarize, verify and print: the whole pipeline for one split.
 
-    ``expected``: subset -> published count (checked before anything is
-    renamed into place; ``strict_counts=False`` only warns).  ``extra_files``
-    (name -> lines) are written beside the text and copied into ``bin/``.
-    ``extra_check(counts)`` runs before the rename too (e.g. that gen.cat
-    has one line per gen example).  Returns the summary of :func:`summarize`.
+    Everything is built in a staging folder beside ``split_dir`` (:func:`~fairseq_compgen.data.io.staged_dir`)
+    that replaces ``split_dir`` by renames only after every check passed: text, binaries and ``side_files``
+    (name -> text or bytes written into the split folder: BPE codes, a sentencepiece model) are replaced
+    together, and any error or interrupt leaves the previous outputs as they were.
+
+    Checked, in this order, before fairseq-preprocess runs: no subset is empty (:class:`EmptySubset`);
+    ``expected`` (subset -> published count; ``strict_counts=False`` only warns); ``extra_check(counts)``
+    (e.g. that gen.cat has one line per gen example).  After binarizing, :func:`summarize` checks that the
+    binaries hold exactly the examples of the text.  ``extra_files`` (name -> lines) are written beside the
+    text and copied into ``bin/``.  Returns the summary of :func:`summarize`.
     """
     split_dir = Path(split_dir)
-    checks = []
+    checks = [nonempty_checker(title)]
     if expected:
         checks.append(count_checker(expected, title, strict=strict_counts))
     if extra_check is not None:
         checks.append(extra_check)
-
-    def check(counts):
-        for c in checks:
-            c(counts)
-
-    counts = write_text(split_dir, data, extra_files=extra_files, check=check)
-    subsets = ordered_subsets(counts)
-    if binarize_data:
-        binarize(split_dir, subsets, joined, extra_files=list(extra_files or {}), workers=workers, dict_from=dict_from)
-    summary = summarize(split_dir, subsets, binarize_data)
+    with staged_dir(split_dir) as stage:
+        counts = write_text(stage, data, extra_files=extra_files)
+        for check in checks:
+            check(counts)
+        for name, content in (side_files or {}).items():
+            if isinstance(content, str):
+                (stage / name).write_text(content, encoding="utf-8")
+            else:
+                (stage / name).write_bytes(content)
+        subsets = ordered_subsets(counts)
+        if binarize_data:
+            binarize(stage, subsets, joined, extra_files=list(extra_files or {}), workers=workers,
+                     dict_from=dict_from)
+        summary = summarize(stage, subsets, binarize_data)
     print_summary(title, split_dir, summary, binarize_data, expected)
     return summary
 
 
-def add_common_args(p, count_check: bool = True, dict_from: str = "train") -> None:
-    """The options every data-prep script shares (``dict_from``: the default of --dict-from)."""
-    p.add_argument("--joined-dictionary", action="store_true", help="one dictionary for source and target")
+def add_common_args(p, count_check: bool = True, dict_from: str = "train", joined: bool = False) -> None:
+    """The options every data-prep script shares (``dict_from``: the default of --dict-from).
+
+    ``joined``: the default dictionary layout; ``False`` gives ``--joined-dictionary`` (separate by default),
+    ``True`` (the MT recipes) ``--separate-dictionaries``.  Both set ``args.joined_dictionary``.
+    """
+    if joined:
+        p.add_argument("--separate-dictionaries", dest="joined_dictionary", action="store_false",
+                       help="one dictionary per language (default: joined, as the recipe shares embeddings)")
+    else:
+        p.add_argument("--joined-dictionary", action="store_true", help="one dictionary for source and target")
     p.add_argument(
         "--dict-from", choices=("train", "all"), default=dict_from,
         help=f"build the dictionaries from train only or from every subset (default {dict_from})",
@@ -462,9 +451,7 @@ def add_common_args(p, count_check: bool = True, dict_from: str = "train") -> No
 
 
 def common_options(args) -> dict:
-    """The keyword arguments of :func:`prepare_split` that the options of :func:`add_common_args` set (the MT
-    scripts say `--separate-dictionaries` instead of `--joined-dictionary`)."""
-    joined = args.joined_dictionary if hasattr(args, "joined_dictionary") else not args.separate_dictionaries
-    return dict(joined=joined, binarize_data=not args.no_binarize, strict_counts=not getattr(args, "no_count_check", False),
-                workers=args.workers, dict_from=args.dict_from)
-
+    """The keyword arguments of :func:`prepare_split` that the options of :func:`add_common_args` set."""
+    return dict(joined=args.joined_dictionary, binarize_data=not args.no_binarize,
+                strict_counts=not getattr(args, "no_count_check", False), workers=args.workers,
+                dict_from=args.dict_from)

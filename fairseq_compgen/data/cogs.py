@@ -85,3 +85,18 @@ def expected_counts(train: str = "train") -> Dict[str, int]:
     if train != "train":
         del exp["train"]
     return exp
+
+
+def check_categories(categories, strict: bool = True) -> None:
+    """gen must hold the :data:`N_GEN_CATEGORIES` published categories: :class:`CountMismatch` if not (only a
+    warning with ``strict=False``, i.e. --no-count-check)."""
+    import sys
+
+    from fairseq_compgen.data.binarize import CountMismatch
+
+    n = len(set(categories))
+    if n != N_GEN_CATEGORIES:
+        msg = f"COGS gen: {n} categories, expected {N_GEN_CATEGORIES}"
+        if strict:
+            raise CountMismatch(msg + " (not the official release? --no-count-check accepts it)")
+        print(f"warning: {msg}", file=sys.stderr)

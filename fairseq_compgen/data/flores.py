@@ -35,6 +35,7 @@ EXPECTED = {
     "si-en": {"dev": 2898, "devtest": 2766, "test": 2905},
 }
 VOCAB_SIZE = 5000
+MODEL_FILE = "sentencepiece.bpe.model"  # written beside the text of a direction
 HINT = f"if there is no network, pass --flores-dir pointing to a folder holding {ARCHIVE}"
 
 
@@ -96,15 +97,14 @@ def read_train_dir(train_dir, src: str, tgt: str) -> List[Tuple[str, str]]:
     return [(s, t) for s, t in zip(*sides) if s.strip() and t.strip()]
 
 
-def train_sentencepiece(pairs: List[Tuple[str, str]], model_prefix: Path, vocab_size: int = VOCAB_SIZE,
-                        seed_sentencepiece_size: Optional[int] = None) -> Path:
-    """One BPE model on both sides (floresv1: --model_type=bpe --character_coverage=1.0); returns .model."""
+def train_sentencepiece(pairs: List[Tuple[str, str]], vocab_size: int = VOCAB_SIZE,
+                        seed_sentencepiece_size: Optional[int] = None) -> bytes:
+    """One BPE model on both sides (floresv1: --model_type=bpe --character_coverage=1.0), as the bytes of
+    its ``.model`` file (the caller writes it with the data, so both are replaced together)."""
     import io
 
     import sentencepiece as spm
 
-    model_prefix = Path(model_prefix)
-    model_prefix.parent.mkdir(parents=True, exist_ok=True)
     text = [s for s, _ in pairs] + [t for _, t in pairs]
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
@@ -112,15 +112,14 @@ def train_sentencepiece(pairs: List[Tuple[str, str]], model_prefix: Path, vocab_
         character_coverage=1.0, input_sentence_size=len(text), num_threads=1, minloglevel=2,
         **({"seed_sentencepiece_size": seed_sentencepiece_size} if seed_sentencepiece_size else {}),
     )
-    path = model_prefix.parent / (model_prefix.name + ".model")
-    path.write_bytes(model.getvalue())
-    return path
+    return model.getvalue()
 
 
-def encode(model_path: Path, pairs: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+def encode(model: bytes, pairs: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Both sides of ``pairs`` as space-separated pieces of the sentencepiece ``model`` (its bytes)."""
     import sentencepiece as spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    sp = spm.SentencePieceProcessor(model_proto=model)
     return [(" ".join(sp.encode(s, out_type=str)), " ".join(sp.encode(t, out_type=str))) for s, t in pairs]
 
 

@@ -7,6 +7,7 @@ systematicity", ICML) and the exact-match scorer.
 from __future__ import annotations
 
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Union
@@ -56,6 +57,83 @@ def staged_path(path: PathLike, hidden: bool = False) -> Iterator[Path]:
         except FileNotFoundError:
             pass
         raise
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _stale(folder: Path, prefix: str) -> list:
+    """Entries ``<prefix><pid>`` of ``folder`` whose process is no longer running."""
+    out = []
+    for p in folder.glob(prefix + "*"):
+        pid = p.name[len(prefix):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            out.append(p)
+    return out
+
+
+@contextmanager
+def staged_dir(path: PathLike, whole_folder: bool = True) -> Iterator[Path]:
+    """Yields an empty staging folder ``.<name>.tmp-<pid>`` beside the folder ``path``; everything an output
+    is made of (text, binaries, tokenizer models) is built there.
+
+    On success the staging folder takes the place of ``path`` by renames only (the old folder is moved to
+    ``.<name>.old-<pid>``, the staging folder renamed to ``path``, then the old one removed), so ``path``
+    holds either all old or all new files.  On any error (KeyboardInterrupt included) the staging folder is
+    removed and ``path`` is untouched.  Leftovers of a killed process (its pid no longer running) are cleaned
+    up first: its staging folder is removed, and an old folder it had moved aside is put back if ``path`` is
+    missing.
+
+    ``whole_folder=False`` (for an output folder the user names directly, which may hold other files): on
+    success each entry of the staging folder replaces the entry of the same name in ``path`` by a rename,
+    and other entries of ``path`` stay.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in _stale(path.parent, f".{path.name}.tmp-"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in _stale(path.parent, f".{path.name}.old-"):
+        if not path.exists():
+            os.replace(p, path)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+    stage = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    try:
+        yield stage
+        if not whole_folder and path.is_dir():
+            old.mkdir()
+            for entry in sorted(stage.iterdir()):
+                if (path / entry.name).exists():
+                    os.replace(path / entry.name, old / entry.name)
+            for entry in sorted(stage.iterdir()):
+                os.replace(entry, path / entry.name)
+            stage.rmdir()
+        else:
+            if path.exists():
+                os.replace(path, old)
+            os.replace(stage, path)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if old.exists():  # only an OS error between the renames gets here: put back what was moved aside
+            if not path.exists():
+                os.replace(old, path)
+            elif not whole_folder:
+                for entry in old.iterdir():
+                    if not (path / entry.name).exists():
+                        os.replace(entry, path / entry.name)
+                shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:

@@ -130,9 +130,13 @@ def clean_corpus(pairs: Sequence[Tuple[str, str]], ratio: float = CLEAN_RATIO, m
     return kept, dropped
 
 
-def learn_apply_bpe(subsets: Dict[str, List[Tuple[str, str]]], codes_path: Path, num_symbols: int,
-                    learn_from: str = "train") -> Dict[str, List[Tuple[str, str]]]:
-    """subword-nmt BPE learned on the source and target of ``learn_from`` together, applied everywhere."""
+def learn_apply_bpe(subsets: Dict[str, List[Tuple[str, str]]], num_symbols: int, learn_from: str = "train"
+                    ) -> Tuple[Dict[str, List[Tuple[str, str]]], str]:
+    """subword-nmt BPE learned on the source and target of ``learn_from`` together, applied everywhere.
+
+    Returns (the segmented subsets, the BPE codes as text); the caller writes the codes with the data
+    (``prepare_split(side_files={"code": codes})``), so they are replaced together with it.
+    """
     import io
 
     try:
@@ -141,13 +145,11 @@ def learn_apply_bpe(subsets: Dict[str, List[Tuple[str, str]]], codes_path: Path,
     except ImportError as e:  # pragma: no cover - setup.sh installs it
         raise ImportError("BPE as in fairseq's recipes needs subword-nmt (pip install subword-nmt)") from e
     text = [s for s, _ in subsets[learn_from]] + [t for _, t in subsets[learn_from]]
-    codes_path = Path(codes_path)
-    codes_path.parent.mkdir(parents=True, exist_ok=True)
     out = io.StringIO()
     learn_bpe(io.StringIO("\n".join(text) + "\n"), out, num_symbols)
-    codes_path.write_text(out.getvalue(), encoding="utf-8")
-    bpe = BPE(io.StringIO(out.getvalue()))
-    return {k: [(bpe.process_line(s), bpe.process_line(t)) for s, t in v] for k, v in subsets.items()}
+    codes = out.getvalue()
+    bpe = BPE(io.StringIO(codes))
+    return {k: [(bpe.process_line(s), bpe.process_line(t)) for s, t in v] for k, v in subsets.items()}, codes
 
 
 # ---------------------------------------------------------------------------
@@ -180,8 +182,8 @@ def load_test(folder) -> List[Tuple[str, str]]:
     return out
 
 
-def prepare_text(folder, bpe_codes: Path, bpe_tokens: int = BPE_TOKENS):
-    """train/valid/test (tokenized, lowercased, cleaned, BPE) and the cleaning counts."""
+def prepare_text(folder, bpe_tokens: int = BPE_TOKENS):
+    """train/valid/test (tokenized, lowercased, cleaned, BPE), the BPE codes (text) and the cleaning counts."""
     folder = Path(folder)
     src = read_train_tags(folder / f"train.tags.{PAIR}.{SRC_LANG}")
     tgt = read_train_tags(folder / f"train.tags.{PAIR}.{TGT_LANG}")
@@ -196,5 +198,5 @@ def prepare_text(folder, bpe_codes: Path, bpe_tokens: int = BPE_TOKENS):
     test_raw = load_test(folder)
     test = list(zip(moses_tokenize([s for s, _ in test_raw], SRC_LANG, lowercase=True),
                     moses_tokenize([t for _, t in test_raw], TGT_LANG, lowercase=True)))
-    data = learn_apply_bpe({"train": train, "valid": valid, "test": test}, bpe_codes, bpe_tokens)
-    return data, dropped
+    data, codes = learn_apply_bpe({"train": train, "valid": valid, "test": test}, bpe_tokens)
+    return data, codes, dropped
