@@ -31,11 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.pipelines.sweep import DONE, REPO, read_plan
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines.sweep import DONE, REPO, Run, read_plan
 
 # the exact-match metric of a validation line: `accuracy` (compgen task) or `exact_match` (cogs_tagging task)
 VALID_LINE = re.compile(
     r"valid on '([^']+)' subset \|.*?\| (?:accuracy|exact_match) ([-+0-9.eE]+|nan) \|.*?\bnum_updates (\d+)")
+
+
+NO_SUBSET = "(no finished run)"  # the column of a dataset whose subsets are all implicit and that has no results
 
 
 @dataclass
@@ -69,10 +73,18 @@ def collect(out) -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
     for r in runs:
         planned[r["dataset"], r["config"]] += 1
     subsets: Dict[str, List[str]] = {}
+    for r in runs:  # the planned subsets: a dataset without finished runs still gets its columns
+        known = subsets.setdefault(r["dataset"], [])
+        known.extend(x for x in r.get("subsets") or [] if x not in known)
     results: Dict[Tuple[str, str, int], Dict[str, float]] = {}
+    changed: List[str] = []
     for r in runs:
         d = Path(r["dir"])
         if not (d / DONE).is_file():
+            continue
+        made_with = json.loads((d / DONE).read_text()).get("settings")
+        if made_with is not None and made_with != Run(**r).settings():
+            changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
         accs = {}
         for p in sorted((d / "eval").glob("*.json")):
@@ -82,10 +94,13 @@ def collect(out) -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
         results[r["dataset"], r["config"], r["seed"]] = accs
         known = subsets.setdefault(r["dataset"], list(r.get("subsets") or []))
         known.extend(s for s in accs if s not in known)
+    if changed:
+        print(f"aggregate: {len(changed)} finished run(s) were made with other settings than {out / 'sweep.json'} "
+              f"and are left out, e.g. {changed[0]} (its done.json 'settings')", file=sys.stderr)
     cells: Dict[Tuple[str, str, str], Cell] = {}
     configs = list(dict.fromkeys(r["config"] for r in runs))
     for dataset in dict.fromkeys(r["dataset"] for r in runs):
-        for subset in _order(subsets.get(dataset, [])):
+        for subset in _order(subsets.get(dataset) or [NO_SUBSET]):
             for config in configs:
                 if (dataset, config) not in planned:
                     continue
@@ -258,6 +273,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     out = Path(a.out)
     spec, runs, cells = collect(out)
+    if not any(c.n for c in cells.values()):
+        raise UsageError(f"{out}: none of the {len(runs)} planned runs has finished (no done.json with results): "
+                         f"nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
     write_csv(a.csv or out / "table.csv", cells, a.best)

@@ -35,6 +35,18 @@ succeeded, done.json. A run with done.json is skipped; any other run is (re)star
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
 
+What cannot go wrong silently (each refused with one line, before any run starts where it can be known then):
+* the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types),
+  every arch must be registered, every preset known to scripts/train_csordas.sh, every selected run's data folder
+  must hold fairseq dictionaries;
+* a run folder remembers the settings it was started with (settings.json: arch, flags, data, subsets, ...); a
+  rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
+  resuming them under the new name: move the folder away or use another --out;
+* one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
+  evaluator, so it lasts as long as any of them runs. A rerun finding a run locked by the trainer of a sweep that
+  is gone (killed with SIGKILL) stops that orphaned trainer first; one locked by a live sweep is BUSY and left
+  alone. SIGTERM, SIGHUP and Ctrl-C stop the sweep's trainers.
+
 ``--jobs N`` runs N runs at once (several small runs share one GPU well); ``--devices 0,1`` gives the job
 slots CUDA_VISIBLE_DEVICES round-robin. ``--cpu`` forces CPU training and decoding (for tests and smoke runs).
 """
@@ -43,6 +55,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import fcntl
 import fnmatch
 import json
 import os
@@ -53,17 +66,21 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import yaml
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines.sweep_schema import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_SH = REPO / "scripts" / "train.sh"
 EVALUATE_SH = REPO / "scripts" / "evaluate.sh"
 DONE = "done.json"
+SETTINGS = "settings.json"
+LOCK = ".lock"
 NUM_UPDATES = re.compile(r"num_updates[ =](\d+)")
 
 
@@ -116,14 +133,51 @@ class Run:
     def is_done(self) -> bool:
         return (self.path / DONE).is_file()
 
+    def settings(self) -> dict:
+        """What makes this run this run: a run folder started with other settings is not this run. The device
+        is not a setting (`--cpu` in the generate flags comes from the launch): a run may resume elsewhere."""
+        generate = shlex.join(t for t in shlex.split(self.generate_flags) if t != "--cpu")
+        return {k: getattr(self, k) for k in ("arch", "data", "preset", "flags", "subsets")} | {
+            "generate_flags": generate, "seed": self.seed}
+
+    def changed_settings(self) -> List[str]:
+        """The settings in which the run folder's settings.json differs from this run's ([] if none or same)."""
+        path = self.path / SETTINGS
+        if not path.is_file():
+            return []
+        saved, now = json.loads(path.read_text()), self.settings()
+        return [f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in now if saved.get(k) != now[k]]
+
 
 def load_sweep(path) -> dict:
-    with open(path) as f:
-        spec = yaml.safe_load(f)
-    if not isinstance(spec, dict) or "datasets" not in spec or "configurations" not in spec:
-        raise ValueError(f"{path}: a sweep needs 'datasets' and 'configurations' mappings")
-    spec.setdefault("name", Path(path).stem)
-    return spec
+    """The sweep file, checked against its schema (pipelines/sweep_schema.py), defaults filled in."""
+    return load_spec(path)
+
+
+def known_presets() -> List[str]:
+    """The dataset presets of scripts/train_csordas.sh (the labels of its `case $dataset in` table)."""
+    text = (REPO / "scripts" / "train_csordas.sh").read_text()
+    table = text[text.index("case $dataset in"):text.index("esac", text.index("case $dataset in"))]
+    return re.findall(r"^\s+([a-z_0-9]+)\)", table, flags=re.M)
+
+
+def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
+    """What the schema cannot see: archs registered, presets known, data folders of the selected runs present."""
+    import fairseq_compgen  # noqa: F401  (registers the archs)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    presets = known_presets()
+    for r in runs:
+        if r.arch not in ARCH_MODEL_REGISTRY:
+            raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
+                             f"registered (python -m fairseq_compgen.help lists them)")
+        if r.preset and r.preset not in presets:
+            raise UsageError(f"{path}: dataset {r.dataset!r}: unknown preset {r.preset!r} (scripts/train_csordas.sh "
+                             f"has {', '.join(presets)})")
+    for r in selected:
+        if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt")):
+            raise UsageError(f"{path}: dataset {r.dataset!r}: {r.data} is not a data folder with fairseq "
+                             f"dictionaries (dict.*.txt): prepare it first (see the sweep file's header)")
 
 
 def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
@@ -146,17 +200,17 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
     for dname, d in spec["datasets"].items():
         d = d or {}
         if "data" not in d:
-            raise ValueError(f"dataset {dname!r}: no 'data' folder")
+            raise UsageError(f"dataset {dname!r}: no 'data' folder")
         names = {"name": dname, "preset": d.get("preset") or "", **(d.get("vars") or {})}
         data = Path(os.path.expanduser(str(d["data"]).format(**names)))
         data = str(data if data.is_absolute() else Path.cwd() / data)
-        seeds = d.get("seeds", spec.get("seeds", [1]))
+        seeds = d.get("seeds") or spec.get("seeds") or [1]
         for cname, c in spec["configurations"].items():
             c = c or {}
             if c.get("datasets") is not None and dname not in c["datasets"]:
                 continue
             if "arch" not in c:
-                raise ValueError(f"configuration {cname!r}: no 'arch'")
+                raise UsageError(f"configuration {cname!r}: no 'arch'")
             flags = _flags(spec.get("flags")) + _flags(d.get("flags")) + _flags(c.get("flags"))
             flags = [f.format(**names) for f in flags]
             preset = (c.get("presets") or {}).get(d.get("preset"), d.get("preset"))
@@ -181,7 +235,10 @@ def write_plan(spec: dict, runs: Sequence[Run], out) -> Path:
 
 
 def read_plan(out) -> dict:
-    return json.loads((Path(out) / "sweep.json").read_text())
+    path = Path(out) / "sweep.json"
+    if not path.is_file():
+        raise UsageError(f"{out}: no sweep.json: not the output folder of a sweep (its 'output' or --out)")
+    return json.loads(path.read_text())
 
 
 def last_num_updates(log: Path) -> Optional[int]:
@@ -222,15 +279,18 @@ class Runner:
         self.lock = threading.Lock()
         self.stopping = False
 
-    def _call(self, cmd: List[str], log: Path, env: Dict[str, str]) -> int:
+    def _call(self, cmd: List[str], log: Path, env: Dict[str, str], lock_fd: int) -> int:
         with open(log, "a") as f:
             f.write(f"# {datetime.datetime.now().isoformat(timespec='seconds')} sweep: {shlex.join(cmd)}\n")
             f.flush()
             with self.lock:
                 if self.stopping:
                     return -signal.SIGTERM
+                # the child inherits the lock's file descriptor: the folder stays locked while it runs, even if
+                # this sweep is killed; its process group is recorded for a later sweep to find
                 p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     cwd=str(REPO))
+                                     cwd=str(REPO), pass_fds=(lock_fd,))
+                _write_holder(lock_fd, p.pid)
                 self.procs[p.pid] = p
             try:
                 return p.wait()
@@ -253,21 +313,67 @@ class Runner:
             return {"run": run.name, "status": "skipped"}
         device = self.slots.get()
         try:
-            return self._run_one(run, tool_env(self.threads, device))
+            run.path.mkdir(parents=True, exist_ok=True)
+            lock_fd = self._take_lock(run)
+            if lock_fd is None:
+                self.echo(f"BUSY   {run.name}: a live sweep is running it ({run.path / LOCK}); left alone")
+                return {"run": run.name, "status": "failed", "stage": "lock"}
+            try:
+                if run.is_done():  # finished by the process that held the lock
+                    self.echo(f"skip   {run.name} (done)")
+                    return {"run": run.name, "status": "skipped"}
+                return self._run_one(run, tool_env(self.threads, device), lock_fd)
+            finally:
+                os.close(lock_fd)
         finally:
             self.slots.put(device)
 
-    def _run_one(self, run: Run, env: Dict[str, str]) -> dict:
-        run.path.mkdir(parents=True, exist_ok=True)
+    def _take_lock(self, run: Run, wait_s: float = 60.0) -> Optional[int]:
+        """The run folder's lock (a file descriptor to pass to its processes), or None while a live sweep holds
+        it. A lock held only by the processes of a sweep that is gone: stop them (SIGTERM to their process
+        group), then take it."""
+        fd = os.open(run.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass
+        holder = _read_holder(fd)
+        if holder.get("sweep") is None or _alive(holder["sweep"]) or holder.get("pgid") is None:
+            os.close(fd)
+            return None
+        self.echo(f"stop   {run.name}: process group {holder['pgid']} of a sweep that is gone (pid "
+                  f"{holder['sweep']}) still runs in this folder")
+        try:
+            os.killpg(holder["pgid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.5)
+
+    def _run_one(self, run: Run, env: Dict[str, str], lock_fd: int) -> dict:
+        settings = run.path / SETTINGS
+        if not settings.is_file():
+            tmp = settings.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(run.settings(), indent=1))
+            tmp.replace(settings)
         start = last_num_updates(run.path / "train.log") if run.checkpoint.exists() else None
         self.echo(f"train  {run.name}" + (f" (resuming after update {start})" if start else ""))
-        rc = self._call(run.train_command(), run.path / "train.log", env)
+        rc = self._call(run.train_command(), run.path / "train.log", env, lock_fd)
         if rc != 0:
             self.echo(f"FAILED {run.name}: training exited with {rc}; see {run.path / 'train.log'}")
             return {"run": run.name, "status": "failed", "stage": "train", "rc": rc}
         env = dict(env, GENERATE_FLAGS=(env.get("GENERATE_FLAGS", "") + " " + run.generate_flags).strip())
         self.echo(f"eval   {run.name}")
-        rc = self._call(run.eval_command(), run.path / "eval.log", env)
+        rc = self._call(run.eval_command(), run.path / "eval.log", env, lock_fd)
         evals = {p.stem: json.loads(p.read_text()) for p in sorted((run.path / "eval").glob("*.json"))}
         missing = [s for s in run.subsets or [] if s not in evals]
         if rc != 0 or not evals or missing:
@@ -278,7 +384,7 @@ class Runner:
             "run": run.name, "dataset": run.dataset, "config": run.config, "seed": run.seed, "arch": run.arch,
             "num_updates": last_num_updates(run.path / "train.log"), "commit": commit[0] if commit else None,
             "dirty": "dirty" in commit, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-            "accuracy": {k: v.get("accuracy") for k, v in evals.items()},
+            "accuracy": {k: v.get("accuracy") for k, v in evals.items()}, "settings": run.settings(),
         }
         tmp = run.path / (DONE + ".tmp")
         tmp.write_text(json.dumps(done, indent=1))
@@ -299,6 +405,29 @@ class Runner:
         return results
 
 
+def _write_holder(fd: int, pgid: Optional[int]) -> None:
+    """Record in the lock file who holds it: this sweep's pid and the process group of its current command."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"sweep": os.getpid(), "pgid": pgid}).encode(), 0)
+
+
+def _read_holder(fd: int) -> dict:
+    try:
+        return json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except ValueError:
+        return {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def select(runs: Sequence[Run], patterns: Optional[Sequence[str]]) -> List[Run]:
     if not patterns:
         return list(runs)
@@ -310,8 +439,16 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     spec = load_sweep(path)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu)
+    selected = select(runs, only)
+    validate(path, runs, selected)
+    changed = [(r, r.changed_settings()) for r in selected]
+    changed = [(r, c) for r, c in changed if c]
+    if changed:
+        r, c = changed[0]
+        raise UsageError(f"{len(changed)} run folder(s) under {out} were started with other settings than {path} "
+                         f"now gives them (e.g. {r.name}: {'; '.join(c)}): move them away, or use another --out")
     if dry_run:
-        for r in select(runs, only):
+        for r in selected:
             echo(f"{r.name}{'  (done)' if r.is_done() else ''}\n  {shlex.join(r.train_command())}\n"
                  f"  GENERATE_FLAGS={shlex.quote(r.generate_flags)} {shlex.join(r.eval_command())}")
         return []
@@ -322,12 +459,13 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
     try:
-        results = runner.run_all(select(runs, only))
+        results = runner.run_all(selected)
     finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed")}
     echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed -> {out}")
     return results

@@ -1,0 +1,139 @@
+"""The sweep file's schema, checked as a whole before any run starts.
+
+A misspelled key (`subset:` for `subsets:`) or a value of the wrong type (`subsets: valid` for a list) used to be
+ignored or misread and to fail, if at all, after training. The file is now merged into the typed schema below with
+OmegaConf's structured configs (already a fairseq dependency; fairseq/hydra users know it): unknown keys, wrong
+types and missing required keys are refused with one line naming the file, the line and the key. The fields and
+their meaning are documented in :mod:`fairseq_compgen.pipelines.sweep`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from fairseq_compgen.errors import UsageError
+
+
+@dataclass
+class LaunchSpec:
+    gpus: int = 1
+    cpu: bool = False
+    cpu_procs: Optional[int] = None
+
+
+@dataclass
+class DatasetSpec:
+    data: str = MISSING
+    label: Optional[str] = None
+    preset: Optional[str] = None
+    subsets: Optional[List[str]] = None
+    flags: Any = None  # a list of flags, or one string (checked below)
+    seeds: Optional[List[int]] = None
+    vars: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ConfigurationSpec:
+    arch: str = MISSING
+    label: Optional[str] = None
+    flags: Any = None
+    datasets: Optional[List[str]] = None
+    presets: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SweepSpec:
+    name: Optional[str] = None
+    output: Optional[str] = None
+    seeds: List[int] = field(default_factory=lambda: [1])
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
+    flags: Any = None
+    generate_flags: Optional[str] = None
+    datasets: Dict[str, DatasetSpec] = MISSING
+    configurations: Dict[str, ConfigurationSpec] = MISSING
+
+
+def _line(root: Optional[yaml.Node], key: str) -> Optional[int]:
+    """1-based line of the dotted `key` (e.g. datasets.scan.subset, seeds[1]) in the composed YAML, or of the
+    deepest part of it that exists."""
+    node, line = root, None
+    for part in key.replace("[", ".[").split("."):
+        if node is None or not part:
+            break
+        if part.startswith("[") and isinstance(node, yaml.SequenceNode):
+            i = int(part[1:-1])
+            node = node.value[i] if i < len(node.value) else None
+        elif isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == part]
+            if not match:
+                break
+            line = match[0][0].start_mark.line + 1
+            node = match[0][1]
+            continue
+        else:
+            break
+        if node is not None:
+            line = node.start_mark.line + 1
+    return line
+
+
+def _flags_ok(value) -> bool:
+    return value is None or isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value))
+
+
+def load_spec(path) -> dict:
+    """The sweep file at `path` as a plain dict with every default filled in; UsageError on any schema error."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"sweep file not found: {path}") from None
+    try:
+        root = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise UsageError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: a sweep file is a mapping with 'datasets' and 'configurations'")
+
+    def fail(key: str, message: str):
+        line = _line(root, key)
+        raise UsageError(f"{path}{f':{line}' if line else ''}: {key}: {message}")
+
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(SweepSpec), OmegaConf.create(raw))
+        spec = OmegaConf.to_container(cfg, throw_on_missing=True)
+    except OmegaConfBaseException as e:
+        key = str(getattr(e, "full_key", "") or "")
+        first = str(e).splitlines()[0]
+        if "not in" in first and type(e).__name__ == "ConfigKeyError":
+            fields = sorted(getattr(getattr(e, "object_type", None), "__dataclass_fields__", {}))
+            known = f" (known: {', '.join(fields)})" if fields else ""
+            first = f"unknown key{known}"
+        elif "is not a ListConfig" in first:
+            first = "expected a list, e.g. [a, b]"
+        elif "is not a subclass of" in first or "DictConfig" in first:
+            first = "expected a mapping"
+        fail(key, first)
+    for where, entries in (("datasets", spec["datasets"]), ("configurations", spec["configurations"])):
+        if not entries:
+            fail(where, "needs at least one entry")
+        for name, entry in entries.items():
+            if not _flags_ok(entry["flags"]):
+                fail(f"{where}.{name}.flags", "expected a list of flags or one string of flags")
+    if not _flags_ok(spec["flags"]):
+        fail("flags", "expected a list of flags or one string of flags")
+    for cname, c in spec["configurations"].items():
+        for d in c["datasets"] or []:
+            if d not in spec["datasets"]:
+                fail(f"configurations.{cname}.datasets", f"no dataset {d!r} in this file")
+    spec["name"] = spec["name"] or path.stem
+    return spec

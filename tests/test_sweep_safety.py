@@ -1,0 +1,201 @@
+"""Issue 16, sweeps that cannot race or drift: the sweep file checked before any run, run folders that remember
+their settings, one writer per run folder (no second trainer beside an orphan), and an aggregate that shows what
+is missing instead of dropping it. Nothing here trains: the runs are planned, locked and aggregated."""
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines import aggregate, sweep
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A folder that looks like fairseq data to the checks (dictionaries present)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for side in ("src", "tgt"):
+        (d / f"dict.{side}.txt").write_text("a 1\n")
+    return d
+
+
+def _write(tmp_path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+GOOD = """\
+seeds: [1, 2]
+datasets:
+  scan:
+    data: {data}
+    subsets: [valid, gen]
+configurations:
+  reluni:
+    arch: rel_uni_transformer_scan
+"""
+
+
+@pytest.mark.parametrize("edit, where", [
+    (("    subsets: [valid, gen]", "    subset: [valid, gen]"), r"s\.yaml:5: datasets\.scan\.subset: unknown key"),
+    (("    subsets: [valid, gen]", "    subsets: valid"), r"s\.yaml:5: datasets\.scan\.subsets: expected a list"),
+    (("seeds: [1, 2]", "seeds: [1, two]"), r"s\.yaml:1: seeds\[1\]: .*'two'"),
+    (("    arch: rel_uni_transformer_scan", "    arch: rel_uni_transformer_scan\n    flags: [[--lr, 1]]"),
+     r"s\.yaml:9: configurations\.reluni\.flags: expected a list of flags"),
+    (("    data: {data}\n", ""), r"datasets\.scan\.data: Missing mandatory value"),
+    (("configurations:", "configuration:"), r"s\.yaml:6: configuration: unknown key"),
+])
+def test_sweep_file_errors_name_file_line_and_key(tmp_path, data, edit, where):
+    path = _write(tmp_path, GOOD.replace(*edit).format(data=data))
+    with pytest.raises(UsageError, match=where):
+        sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_unregistered_arch_unknown_preset_and_missing_data_are_refused_before_any_run(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("rel_uni_transformer_scan", "rel_uni_transformer_sacn").format(data=data))
+    with pytest.raises(UsageError, match="arch 'rel_uni_transformer_sacn' is not registered"):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    path = _write(tmp_path, GOOD.replace("    subsets", "    preset: scna\n    subsets").format(data=data))
+    with pytest.raises(UsageError, match="unknown preset 'scna'"):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    path = _write(tmp_path, GOOD.format(data=tmp_path / "nowhere"))
+    with pytest.raises(UsageError, match="nowhere is not a data folder with fairseq dictionaries"):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_prints_one_line(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("subsets:", "subset:").format(data=data))
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.pipelines.sweep", str(path), "--dry-run"],
+                       capture_output=True, text=True, cwd=REPO)
+    lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
+    assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:5: datasets.scan.subset: unknown key "
+                                           f"(known: data, flags, label, preset, seeds, subsets, vars)"], p.stderr
+
+
+def test_a_changed_sweep_file_refuses_runs_made_with_other_settings(tmp_path, data):
+    path = _write(tmp_path, GOOD.format(data=data))
+    out = tmp_path / "out"
+    runs = sweep.plan(sweep.load_sweep(path), out, cpu=True)
+    run = runs[0]
+    run.path.mkdir(parents=True)
+    (run.path / sweep.SETTINGS).write_text(json.dumps(run.settings()))
+    sweep.run_sweep(path, out, dry_run=True, echo=lambda s: None)  # same settings: fine
+    path.write_text(GOOD.replace("    subsets", "    flags: --dropout 0.3\n    subsets").format(data=data))
+    with pytest.raises(UsageError, match=r"1 run folder\(s\) .* scan/reluni/seed1: flags: \[\] -> \['--dropout', '0.3'\]"):
+        sweep.run_sweep(path, out, dry_run=True, echo=lambda s: None)
+
+
+def _hold(run, sweep_pid, pgid):
+    """Lock the run folder as a sweep would, recording `sweep_pid` and `pgid` as its holder."""
+    run.path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run.path / sweep.LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"sweep": sweep_pid, "pgid": pgid}).encode(), 0)
+    return fd
+
+
+def test_a_run_held_by_a_live_sweep_is_left_alone(tmp_path, data):
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    fd = _hold(run, os.getpid(), None)
+    said = []
+    try:
+        result = sweep.Runner(echo=said.append).run_one(run)
+    finally:
+        os.close(fd)
+    assert result["status"] == "failed" and result["stage"] == "lock" and said[0].startswith("BUSY   scan/reluni/seed1")
+    assert not (run.path / "train.log").exists()
+
+
+def test_an_orphaned_trainer_is_stopped_before_the_run_restarts(tmp_path, data):
+    """The sweep was SIGKILLed: its trainer (own session) still runs and holds the folder's lock."""
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a sweep pid that no longer exists
+    fd = _hold(run, gone.pid, None)
+    orphan = subprocess.Popen(["sleep", "300"], pass_fds=(fd,), start_new_session=True)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"sweep": gone.pid, "pgid": orphan.pid}).encode(), 0)
+    os.close(fd)  # only the orphan holds the lock now
+    said = []
+    runner = sweep.Runner(echo=said.append)
+    got = runner._take_lock(run, wait_s=20)
+    try:
+        assert got is not None and orphan.wait(timeout=10) == -signal.SIGTERM
+        assert said and said[0].startswith(f"stop   scan/reluni/seed1: process group {orphan.pid}")
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+        if got is not None:
+            os.close(got)
+
+
+def test_the_lock_outlives_the_sweep_in_its_trainer(tmp_path, data):
+    """The trainer inherits the lock: while it runs, a second sweep cannot take the folder."""
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    run.path.mkdir(parents=True)
+    runner = sweep.Runner(echo=lambda s: None)
+    fd = runner._take_lock(run)
+    child = subprocess.Popen(["sleep", "300"], pass_fds=(fd,), start_new_session=True)
+    os.close(fd)  # the sweep is gone; its trainer is not
+    try:
+        probe = os.open(run.path / sweep.LOCK, os.O_RDWR)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(probe)
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ------------------------------------------------------------------------------------------------ aggregate
+def _plan(out: Path, data, finished):
+    """sweep.json for datasets a and b x configuration c x seeds 1, 2; `finished`: {(dataset, seed): settings}."""
+    spec = yaml.safe_load(GOOD.format(data=data))
+    spec["datasets"]["b"] = dict(spec["datasets"]["scan"])
+    del spec["datasets"]["scan"]["subsets"], spec["datasets"]["b"]["subsets"]
+    spec = {**spec, "datasets": {"a": spec["datasets"]["scan"], "b": spec["datasets"]["b"]}}
+    path = out.parent / "plan.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    full = sweep.load_sweep(path)
+    runs = sweep.plan(full, out, cpu=True)
+    sweep.write_plan(full, runs, out)
+    for r in runs:
+        if (r.dataset, r.seed) in finished:
+            (r.path / "eval").mkdir(parents=True)
+            (r.path / "eval" / "gen.json").write_text(json.dumps({"accuracy": 0.5 + r.seed / 10}))
+            settings = finished[r.dataset, r.seed] or r.settings()
+            (r.path / "done.json").write_text(json.dumps({"settings": settings}))
+    return runs
+
+
+def test_aggregate_shows_missing_datasets_and_leaves_out_changed_runs(tmp_path, data, capsys):
+    out = tmp_path / "out"
+    _plan(out, data, {("a", 1): None, ("a", 2): {"arch": "something else"}})
+    spec, runs, cells = aggregate.collect(out)
+    assert "1 finished run(s) were made with other settings" in capsys.readouterr().err
+    assert cells["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    md = aggregate.markdown_table(spec, cells)
+    assert "b: (no finished run)" in md and "- (0/2)" in md  # dataset b is shown, as missing
+
+
+def test_aggregate_of_nothing_is_an_error(tmp_path, data):
+    out = tmp_path / "out"
+    _plan(out, data, {})
+    with pytest.raises(UsageError, match="none of the 4 planned runs has finished"):
+        aggregate.main([str(out), "--no-plots"])
+    with pytest.raises(UsageError, match="no sweep.json"):
+        aggregate.main([str(tmp_path / "elsewhere"), "--no-plots"])
