@@ -104,3 +104,22 @@ def test_truncated_checkpoint_names_the_intact_one(trained, scan, tmp_path):
     last.write_bytes(last.read_bytes()[:1000])
     one_line_error(train(scan / "bin", save, "rel_uni_transformer_scan", "--max-update", "4", ok=False),
                    f"{last} cannot be read", f"cp {save / 'checkpoint_1_2.pt'} {last}")
+
+
+def test_divergence_is_one_line_naming_the_update(scan, tmp_path):
+    """A NaN loss used to end with a StopIteration traceback from fairseq's NaN detector."""
+    p = train(scan / "bin", tmp_path / "run", "rel_uni_transformer_scan", "--lr", "1e6", "--max-update", "40", ok=False)
+    one_line_error(p, "training diverged at update", "(learning rate 1e+06)", "--lr")
+
+
+def test_resume_refuses_nan_weights(trained, scan, tmp_path):
+    import torch
+
+    save = tmp_path / "run"
+    shutil.copytree(trained, save)
+    state = torch.load(save / "checkpoint_last.pt", weights_only=False)
+    name = next(iter(state["model"]))
+    state["model"][name].fill_(float("nan"))
+    torch.save(state, save / "checkpoint_last.pt")
+    one_line_error(train(scan / "bin", save, "rel_uni_transformer_scan", "--max-update", "4", ok=False),
+                   "holds NaN/Inf weights", name, "saved at update 2")

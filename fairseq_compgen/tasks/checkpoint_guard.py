@@ -13,7 +13,8 @@ Two silent wrong results this module prevents (issue "No silent wrong results"):
   `--finetune-from-model PATH` in a new `--save-dir`.
 
 A checkpoint that cannot be read at all (truncated by a crash or a full disk) is named, with the newest readable
-checkpoint beside it, instead of fairseq's zip-archive traceback.
+checkpoint beside it, instead of fairseq's zip-archive traceback; one whose weights are NaN/Inf (saved after
+training diverged) is refused (tasks/divergence.py).
 """
 import argparse
 import glob
@@ -24,6 +25,7 @@ from typing import Optional
 import torch
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.tasks.divergence import check_weights
 
 FINGERPRINT = "dictionary_sha256"  # attribute of the model config, saved in every checkpoint
 
@@ -87,7 +89,9 @@ def check_resume(cfg, model_cls) -> None:
     path = resume_path(cfg)
     if path is None:
         return
-    saved = _load(path).get("cfg", {})
+    state = _load(path)
+    check_weights(state, path)
+    saved = state.get("cfg", {})
     saved = saved.get("model") if hasattr(saved, "get") else None
     if saved is None:
         return

@@ -40,6 +40,7 @@ from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
+from fairseq_compgen.tasks.divergence import check_loss
 
 logger = logging.getLogger(__name__)
 TAG_FIELDS = ct.FIELDS[1:]  # role, category, noun_type, verb_name (parent is a position)
@@ -180,6 +181,11 @@ class CogsTaggingTask(FairseqTask):
         fp = fingerprint(self.src_dict, *(self.tag_dictionaries[f] for f in TAG_FIELDS))
         guard(cfg, fp, self.cfg.data, from_checkpoint)
         return super().build_model(cfg, from_checkpoint)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        check_loss(out[0], model, optimizer, update_num, ignore_grad)  # a NaN loss: one line (tasks/divergence.py)
+        return out
 
     @property
     def source_dictionary(self):

@@ -1,0 +1,40 @@
+"""Say in one line that training diverged, and where, instead of fairseq's NaN-detector traceback.
+
+A NaN/Inf loss used to end a run with a 60-line traceback whose last line is a `StopIteration` from fairseq's NaN
+detector re-running the batch with hooks; the cause (the loss or gradients became NaN at update N) sat far above
+it. The tasks call :func:`check_loss` after every training forward/backward pass: a non-finite loss in an fp32 model
+raises a UsageError naming the update, the loss, the learning rate and what to try. (With --fp16/--amp fairseq's
+loss scaler handles overflows itself, so half-precision models are left to it; finite losses with non-finite
+gradients still take fairseq's own path.) Nothing is saved after the failing update but fairseq's crash.pt, so
+checkpoint_last.pt stays the last finite state; :func:`check_weights` refuses to resume from a checkpoint whose weights are already NaN/Inf.
+"""
+import math
+
+import torch
+
+from fairseq_compgen.errors import UsageError
+
+
+def check_loss(loss, model, optimizer, update_num: int, ignore_grad: bool) -> None:
+    if ignore_grad or not torch.is_tensor(loss):
+        return
+    if next(model.parameters()).dtype != torch.float32:  # fp16/bf16: fairseq's loss scaler decides
+        return
+    value = float(loss.detach())
+    if math.isfinite(value):
+        return
+    lr = optimizer.get_lr() if optimizer is not None else float("nan")
+    raise UsageError(f"training diverged at update {update_num + 1}: the loss is {value} (learning rate {lr:g}); "
+                     f"the checkpoints saved before it are unaffected: rerun with a lower --lr, a --clip-norm or "
+                     f"more --warmup-updates")
+
+
+def check_weights(state: dict, path: str) -> None:
+    """Refuse a checkpoint (loaded `state`) whose model weights hold NaN or Inf."""
+    bad = [k for k, v in (state.get("model") or {}).items()
+           if torch.is_tensor(v) and v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        updates = (state.get("optimizer_history") or [{}])[-1].get("num_updates")
+        raise UsageError(f"{path} holds NaN/Inf weights ({len(bad)} tensors, e.g. {bad[0]}; saved at update "
+                         f"{updates}): training had diverged; resume from an earlier checkpoint (cp it over {path}) "
+                         f"or start again with a lower --lr")
