@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import tarfile
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
@@ -29,7 +28,7 @@ if importlib.util.find_spec("fairseq_compgen") is None:
 
 from fairseq_compgen.data import download, noun_adj
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
-from fairseq_compgen.data.iwslt14 import learn_apply_bpe
+from fairseq_compgen.data.iwslt14 import extract_archive, learn_apply_bpe
 
 URL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
 
@@ -41,8 +40,7 @@ def europarl_dir(arg: Optional[Path]) -> Path:
                          hint="if there is no network, pass --europarl-dir holding europarl-v7.fr-en.{en,fr}")
     out = tgz.parent / "extracted"
     if not (out / "europarl-v7.fr-en.en").is_file():
-        with tarfile.open(tgz) as tf:
-            tf.extractall(out, filter="data")
+        extract_archive(tgz, out)
     return out
 
 

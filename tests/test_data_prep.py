@@ -22,6 +22,7 @@ from fairseq_compgen.data import cfq, cogs, pcfg
 from fairseq_compgen.data import math_dataset as md
 from fairseq_compgen.data.binarize import CountMismatch
 from fairseq_compgen.data.io import DataError
+from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -263,7 +264,7 @@ def test_cfq_json_streaming_small_chunks():
 
 def test_cfq_index_past_the_dataset(tmp_path):
     tb = _tarball(tmp_path / "cfq.tar.gz", split={"trainIdxs": [0, 1], "devIdxs": [2], "testIdxs": [3, 8]})
-    with pytest.raises(IndexError, match=r"testIdxs\[1\] = 8 points past the dataset \(dataset.json has 8 records\)"):
+    with pytest.raises(UsageError, match=r"testIdxs\[1\] = 8 points past the dataset \(dataset.json has 8 records\)"):
         cfq.load_from_tarball(tb, ["mcd1"])
 
 
@@ -566,3 +567,118 @@ def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
     assert len(_lines(out / "train.src")) == 484 and (out / "mine.txt").is_file()
     with pytest.raises(CountMismatch, match="COGS gen: 20 categories, expected 21"):
         cogs.check_categories([f"c{i}" for i in range(20)])
+
+
+# ---------------------------------------------------------------------------
+# Issue 16: files cut short, invalid UTF-8, corrupt archives and downloads name the file
+# ---------------------------------------------------------------------------
+
+
+def _write_cfq_pre(folder, cut=None, bad_bytes=False):
+    """A small preprocessed-CFQ folder (real lines); ``cut``: the file whose last line loses its newline."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem in ("train", "dev", "test"):
+        for kind in ("question", "query"):
+            name = f"{stem}.{kind}.txt"
+            data = "\n".join(_lines(CFQ_PRE / name)[:20]).encode() + b"\n"
+            if name == cut:
+                data = data[:-10]
+            if bad_bytes and name == "dev.query.txt":
+                data = data.replace(b"SELECT", b"SEL\xe9CT", 1)
+            (folder / name).write_bytes(data)
+    return folder
+
+
+@needs_cfq
+def test_cfq_query_cut_mid_line_and_invalid_utf8(tmp_path):
+    d = _write_cfq_pre(tmp_path / "a", cut="test.query.txt")
+    with pytest.raises(DataError, match=r"test\.query\.txt:20: a last line ending with a newline"):
+        cfq.load_preprocessed(d)
+    d = _write_cfq_pre(tmp_path / "b", bad_bytes=True)
+    with pytest.raises(DataError, match=r"dev\.query\.txt:1: UTF-8 text"):
+        cfq.load_preprocessed(d)
+
+
+def test_cfq_corrupt_tarball_and_bad_utf8_json_name_the_file(tmp_path):
+    from fairseq_compgen.data.io import ArchiveError
+
+    tb = _tarball(tmp_path / "cfq.tar.gz")
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(tb.read_bytes()[: tb.stat().st_size // 2])
+    with pytest.raises(ArchiveError, match=rf"{cut}: corrupt or truncated archive"):
+        cfq.load_from_tarball(cut, ["mcd1"])
+    bad = _tarball(tmp_path / "bad.tar.gz", raw=json.dumps(RECORDS).encode().replace(b"Did", b"D\xffd", 1))
+    with pytest.raises(ValueError, match=r"dataset\.json: not UTF-8 text \(byte \d+ of the file, in JSON element 0\)"):
+        cfq.load_from_tarball(bad, ["mcd1"])
+    (tmp_path / "splits").mkdir()
+    (tmp_path / "splits" / "mcd1.json").write_bytes(b'{"trainIdxs": [0], "devIdxs": [1], "testIdxs": [2\xff]}')
+    with pytest.raises(DataError, match=r"mcd1\.json:1: UTF-8 text"):
+        cfq.load_from_dir(tmp_path, ["mcd1"])
+
+
+@needs_pcfg
+def test_pcfg_cut_mid_line(tmp_path):
+    for ext in ("src", "tgt"):
+        (tmp_path / f"t.{ext}").write_text("\n".join(_lines(PCFG_DIR / "pcfgset" / f"dev.{ext}")[:30]) + "\n")
+    (tmp_path / "t.tgt").write_text((tmp_path / "t.tgt").read_text()[:-4])
+    with pytest.raises(DataError, match=r"t\.tgt:30: a last line ending with a newline"):
+        pcfg.read_pairs(tmp_path / "t.src", tmp_path / "t.tgt")
+
+
+@needs_math
+def test_math_cut_mid_line_and_invalid_utf8(tmp_path):
+    p = tmp_path / "m.txt"
+    p.write_text("\n".join(_lines(MATH_DIR / "interpolate" / "arithmetic__add_or_sub.txt")[:10]) + "\n")
+    p.write_text(p.read_text()[:-2])
+    with pytest.raises(DataError, match=r"m\.txt:10: a last line ending with a newline"):
+        list(md.read_pairs(p))
+    p.write_bytes(b"What is 1 + 1?\n2\nWhat is \xff?\n3\n")
+    with pytest.raises(DataError, match=r"m\.txt:3: UTF-8 text"):
+        list(md.read_pairs(p))
+
+
+def test_math_corrupt_tarball_names_it(tmp_path):
+    from fairseq_compgen.data.io import ArchiveError
+
+    tb = tmp_path / "m.tar.gz"
+    tb.write_bytes(b"<html>not found</html>\n")
+    with pytest.raises(ArchiveError, match=rf"{tb}: corrupt or truncated archive"):
+        md.extract_members(tb, tmp_path / "x", ["arithmetic__add_or_sub"])
+
+
+@needs_cogs
+def test_cogs_cut_mid_line_and_invalid_utf8(tmp_path):
+    p = tmp_path / "dev.tsv"
+    p.write_bytes((COGS_DIR / "dev.tsv").read_bytes()[:2000])  # cut inside a line
+    with pytest.raises(DataError, match=r"dev\.tsv:\d+: "):
+        cogs.read_tsv(p)
+    p.write_bytes(b"A cat ran .\tcat ( x _ 1 )\tin_distribution\nA d\xf6g ran .\tdog ( x _ 1 )\tin_distribution\n")
+    with pytest.raises(DataError, match=r"dev\.tsv:2: UTF-8 text"):
+        cogs.read_tsv(p)
+
+
+def test_download_refuses_a_corrupt_archive_and_a_corrupt_cached_copy(tmp_path, monkeypatch):
+    """A download that is not an archive never enters the cache; a cached copy whose bytes changed since it
+    was downloaded is refused with the advice to delete it (it used to be reused forever)."""
+    from fairseq_compgen.data import download
+
+    good = _tarball(tmp_path / "good.tar.gz").read_bytes()
+    served = {"data": b"<html>rate limited</html>"}
+    monkeypatch.setattr(download.urllib.request, "urlopen", lambda url, timeout=None: io.BytesIO(served["data"]))
+    monkeypatch.setenv("FAIRSEQ_COMPGEN_CACHE", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "cfq"
+    with pytest.raises(download.DownloadError, match=r"not a readable archive.*nothing was cached; .*--cfq"):
+        cfq.download_tarball()
+    assert not cache.exists() or not list(cache.iterdir())
+    served["data"] = good
+    tb = cfq.download_tarball()
+    assert tb.read_bytes() == good and (cache / "cfq1.1.tar.gz.sha256").is_file()
+    assert cfq.download_tarball() == tb  # reused
+    tb.write_bytes(good[:-100])
+    with pytest.raises(download.DownloadError, match=r"cfq1\.1\.tar\.gz: the cached download is corrupt.*delete"):
+        cfq.download_tarball()
+    from fairseq_compgen.data.io import ArchiveError
+
+    (cache / "cfq1.1.tar.gz.sha256").unlink()  # a copy cached by an older version: no record
+    with pytest.raises(ArchiveError, match=r"corrupt or truncated archive.*cached download: delete it"):
+        cfq.load_from_tarball(tb, ["mcd1"])

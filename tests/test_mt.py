@@ -299,3 +299,40 @@ def test_europarl_train_comp_validation_generate_comp_and_bleu(europarl, tmp_pat
     res = comp.main([str(tmp_path / "gen.txt"), "--meta", str(data / "test.comp")])
     assert res["n"] == n_test and 0 <= res["hits"] <= n_test
     assert 0.0 <= bleu.main([str(tmp_path / "gen.txt")])["bleu"] <= 100.0
+
+
+# --------------------------------------------------------------------------- issue 16: damaged inputs named
+
+
+def test_flores_truncated_archive_and_member_name_the_file(tmp_path):
+    from fairseq_compgen.data.io import ArchiveError
+
+    arch = need(DATA / "flores" / flores.ARCHIVE)
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(arch.read_bytes()[: arch.stat().st_size // 2])
+    with pytest.raises(ArchiveError, match=rf"{cut}: corrupt or truncated archive"):
+        flores.read_sets(cut, "ne-en")
+    # a member cut mid-line (both sides as long: only the missing newline shows it)
+    src = tmp_path / "src.tgz"
+    _trimmed_archive(arch, src, 20)
+    with tarfile.open(src) as tin, tarfile.open(tmp_path / "m.tgz", "w:gz") as tout:
+        for m in tin.getmembers():
+            data = tin.extractfile(m).read()
+            if m.name.endswith("wikipedia.test.ne-en.ne"):
+                data = data[:-1]  # the last newline
+            info = tarfile.TarInfo(m.name)
+            info.size = len(data)
+            tout.addfile(info, io.BytesIO(data))
+    with pytest.raises(DataError, match=r"m\.tgz:wikipedia\.test\.ne-en\.ne:20: a last line ending with a newline"):
+        flores.read_sets(tmp_path / "m.tgz", "ne-en")
+
+
+def test_iwslt_and_europarl_invalid_utf8_name_file_and_line(tmp_path):
+    p = tmp_path / "x.xml"
+    p.write_bytes(b'<doc>\n<seg id="1"> a </seg>\n<seg id="2"> gr\xfc\xdfe </seg>\n</doc>\n')
+    with pytest.raises(DataError, match=r"x\.xml:3: UTF-8 text"):
+        iwslt14.read_xml_segments(p)
+    (tmp_path / "a.en").write_text("Hello .\nA new institution .\n", encoding="utf-8")
+    (tmp_path / "a.fr").write_bytes(b"Bonjour .\nUne nouvelle institution \xe9tait .\n")
+    with pytest.raises(DataError, match=r"a\.fr:2: UTF-8 text"):
+        noun_adj.read_europarl(tmp_path / "a.en", tmp_path / "a.fr")

@@ -191,7 +191,8 @@ def test_download_goes_through_a_temp_name_and_fails_clearly(tmp_path, monkeypat
     s = build_split("opposite_right", cache_dir=tmp_path)
     assert s["train"] == s["test"] == [("jump", "I_JUMP"), ("walk right", "I_TURN_RIGHT I_WALK")]
     files = sorted(p.name for p in (tmp_path / "template_split").iterdir())
-    assert files == ["tasks_test_template_opposite_right.txt", "tasks_train_template_opposite_right.txt"]
+    assert files == ["tasks_test_template_opposite_right.txt", "tasks_test_template_opposite_right.txt.sha256",
+                     "tasks_train_template_opposite_right.txt", "tasks_train_template_opposite_right.txt.sha256"]
 
     def no_network(url, timeout=None):
         raise urllib.error.URLError("Name or service not known")
@@ -288,3 +289,69 @@ def test_data_prep_official_around_right(prep, tmp_path):
 def test_data_prep_rejects_unknown_split(prep, tmp_path):
     with pytest.raises(SystemExit):
         prep.main(["--split", "bogus", "--out", str(tmp_path)])
+
+
+# ---------------------------------------------------------------------------
+# Issue 16: official files checked by the interpreter, empty subsets, one-line errors
+# ---------------------------------------------------------------------------
+
+
+def _around_right_copy(tmp_path, edit_line=None, new_line=None):
+    """A copy of the official around_right split (train cut to 300 lines) with line ``edit_line`` replaced."""
+    d = tmp_path / "scan"
+    for rel in ("template_split/tasks_train_template_around_right.txt",
+                "template_split/tasks_test_template_around_right.txt"):
+        lines = (SCAN_DIR / rel).read_text().split("\n")[:300]
+        if edit_line is not None and "train" in rel:
+            lines[edit_line - 1] = new_line
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text("\n".join(lines) + "\n")
+    return d, d / "template_split/tasks_train_template_around_right.txt"
+
+
+@needs_scan
+@pytest.mark.parametrize("bad, why", [
+    ("IN: jump twice OUT: I_JUMP I_JU", "actions that the SCAN grammar gives"),     # cut mid-word
+    ("IN: jump quickly OUT: I_JUMP", "a command of the SCAN grammar"),  # outside the grammar
+])
+def test_official_lines_are_checked_by_the_interpreter(tmp_path, bad, why):
+    d, train = _around_right_copy(tmp_path, 7, bad)
+    with pytest.raises(DataError, match=rf"{train}:7: {why}"):
+        build_split("around_right", scan_dir=d)
+
+
+@needs_scan
+def test_official_file_cut_short_is_an_error(tmp_path):
+    d, train = _around_right_copy(tmp_path)
+    train.write_text(train.read_text()[:-1])
+    with pytest.raises(DataError, match=rf"{train}:300: a last line ending with a newline"):
+        build_split("around_right", scan_dir=d)
+
+
+@needs_scan
+def test_empty_official_train_file_is_refused_and_old_outputs_kept(prep, tmp_path):
+    from fairseq_compgen.data.binarize import EmptySubset
+
+    d, train = _around_right_copy(tmp_path)
+    out = tmp_path / "out"
+    prep.main(["--split", "around_right", "--out", str(out), "--scan-dir", str(d), "--no-binarize"])
+    before = _digest(out / "around_right")
+    train.write_text("")
+    with pytest.raises(EmptySubset, match="train has 0 examples"):
+        prep.main(["--split", "around_right", "--out", str(out), "--scan-dir", str(d), "--no-binarize"])
+    assert _digest(out / "around_right") == before and sorted(p.name for p in out.iterdir()) == ["around_right"]
+
+
+@needs_scan
+def test_data_prep_error_is_one_line(tmp_path):
+    """A misuse prints `fairseq_compgen: error: file:line: ...` and nothing else, exit status 1."""
+    import subprocess
+    import sys
+
+    d, train = _around_right_copy(tmp_path)
+    train.write_bytes(train.read_bytes().replace(b"jump", b"j\xffmp", 1))
+    p = subprocess.run([sys.executable, str(REPO / "data-prep" / "scan.py"), "--split", "around_right", "--out",
+                        str(tmp_path / "out"), "--scan-dir", str(d)], capture_output=True, text=True)
+    err = [line for line in p.stderr.splitlines() if not line.startswith("INFO:")]  # fairseq's import chatter
+    assert p.returncode == 1 and len(err) == 1, p.stderr
+    assert err[0].startswith(f"fairseq_compgen: error: {train}:") and "UTF-8" in err[0]

@@ -18,6 +18,8 @@ Table 7's vocabulary counts the authors' [PAD], [END], [START] and [SEP] (even w
 import random
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
+from fairseq_compgen.errors import UsageError
+
 SEP = "[SEP]"
 DIGITS = [str(i) for i in range(10)]
 LETTERS = list("abcdefghij")
@@ -50,7 +52,7 @@ TABLE7_VOCAB = {"add": 14, "addneg": 16, "reverse": 14, "dup": 14, "cart": 24, "
 
 def _pad_left(tokens: List[str], pad: str, width: int = ADD_WIDTH) -> List[str]:
     if len(tokens) > width:
-        raise ValueError(f"{' '.join(tokens)} is longer than {width} tokens")
+        raise UsageError(f"{' '.join(tokens)} is longer than {width} tokens")
     return [pad] * (width - len(tokens)) + tokens
 
 
@@ -131,7 +133,7 @@ def _example_fn(task: str) -> Callable[[random.Random, Tuple[int, int], int], Pa
 def generate(task: str, subset: str, size: int, seed: int = 0) -> Iterator[Pair]:
     """`size` examples of `task` for `subset` (train/valid: training lengths; test: the longer test lengths)."""
     if task not in LENGTHS:
-        raise ValueError(f"unknown algorithmic task {task!r}; choose from {', '.join(TASKS)}")
+        raise UsageError(f"unknown algorithmic task {task!r}; choose from {', '.join(TASKS)}")
     train_lengths, test_lengths = LENGTHS[task]
     lengths = test_lengths if subset == "test" else train_lengths
     rng = random.Random(f"{seed}/{task}/{subset}")

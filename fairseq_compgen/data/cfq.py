@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.data.io import DataError, decode_utf8, read_data_lines, reading_archive
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 CFQ_URL = "https://storage.googleapis.com/cfq_dataset/cfq1.1.tar.gz"
 HINT = (
@@ -111,16 +112,22 @@ def iter_json_list(stream: BinaryIO, name: str = "dataset.json", chunk_chars: in
     pos = 0
     eof = False
     n = 0
+    n_bytes = 0
     t0 = time.monotonic()
 
     def fill() -> bool:
-        nonlocal buf, pos, eof
+        nonlocal buf, pos, eof, n_bytes
         if eof:
             return False
         chunk = ""
         while not chunk:  # a chunk may end inside a multi-byte character and decode to nothing
             data = stream.read(chunk_chars)
-            chunk = utf8.decode(data, final=not data)
+            try:
+                chunk = utf8.decode(data, final=not data)
+            except UnicodeDecodeError as e:
+                raise UsageError(f"{name}: not UTF-8 text (byte {n_bytes + e.start + 1} of the file, in JSON element "
+                                 f"{n})") from None
+            n_bytes += len(data)
             if not data:
                 break
         if not chunk:
@@ -140,7 +147,7 @@ def iter_json_list(stream: BinaryIO, name: str = "dataset.json", chunk_chars: in
 
     skip_ws()
     if pos >= len(buf) or buf[pos] != "[":
-        raise ValueError(f"{name}: expected a JSON list ('[' at the start)")
+        raise UsageError(f"{name}: expected a JSON list ('[' at the start)")
     pos += 1
     skip_ws()
     if pos < len(buf) and buf[pos] == "]":
@@ -156,7 +163,7 @@ def iter_json_list(stream: BinaryIO, name: str = "dataset.json", chunk_chars: in
                 break
             except json.JSONDecodeError as e:
                 if not fill():
-                    raise ValueError(f"{name}: malformed or truncated JSON in element {n} ({e.msg})") from None
+                    raise UsageError(f"{name}: malformed or truncated JSON in element {n} ({e.msg})") from None
         yield obj
         n += 1
         if progress_every and n % progress_every == 0:
@@ -164,27 +171,27 @@ def iter_json_list(stream: BinaryIO, name: str = "dataset.json", chunk_chars: in
         pos = end
         skip_ws()
         if pos >= len(buf):
-            raise ValueError(f"{name}: truncated after element {n} (no closing ']')")
+            raise UsageError(f"{name}: truncated after element {n} (no closing ']')")
         if buf[pos] == ",":
             pos += 1
         elif buf[pos] == "]":
             return
         else:
-            raise ValueError(f"{name}: expected ',' or ']' after element {n}, got {buf[pos]!r}")
+            raise UsageError(f"{name}: expected ',' or ']' after element {n}, got {buf[pos]!r}")
 
 
 def _read_split_file(data: bytes, name: str) -> Dict[str, List[int]]:
     try:
-        obj = json.loads(data)
+        obj = json.loads(decode_utf8(name, data))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{name}: not valid JSON ({e})") from None
+        raise UsageError(f"{name}: not valid JSON ({e})") from None
     out = {}
     for subset, key in SPLIT_KEYS.items():
         if key not in obj:
-            raise ValueError(f"{name}: no {key!r} list")
+            raise UsageError(f"{name}: no {key!r} list")
         idxs = obj[key]
         if not isinstance(idxs, list) or not all(isinstance(i, int) and i >= 0 for i in idxs):
-            raise ValueError(f"{name}: {key!r} must be a list of non-negative integers")
+            raise UsageError(f"{name}: {key!r} must be a list of non-negative integers")
         out[subset] = idxs
     return out
 
@@ -194,7 +201,7 @@ def _apply_split(records: List[Pair], idxs: Dict[str, List[int]], name: str) -> 
     for subset, lst in idxs.items():
         for k, i in enumerate(lst):
             if i >= len(records):
-                raise IndexError(
+                raise UsageError(
                     f"{name}: {SPLIT_KEYS[subset]}[{k}] = {i} points past the dataset "
                     f"(dataset.json has {len(records)} records): split file and dataset.json do not match"
                 )
@@ -225,11 +232,11 @@ def load_from_tarball(tarball: Path, splits: Sequence[str], progress_every: int 
     """
     for s in splits:
         if s not in SPLIT_FILES:
-            raise ValueError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
+            raise UsageError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
     want = _members(splits)
     records: Optional[List[Pair]] = None
     split_idxs: Dict[str, Dict[str, List[int]]] = {}
-    with tarfile.open(tarball, mode="r|gz") as tar:
+    with reading_archive(tarball, download.redownload_hint(tarball)), tarfile.open(tarball, mode="r|gz") as tar:
         for member in tar:
             if not member.isfile():
                 continue
@@ -243,10 +250,10 @@ def load_from_tarball(tarball: Path, splits: Sequence[str], progress_every: int 
             else:
                 split_idxs[key] = _read_split_file(f.read(), f"{tarball}:{member.name}")
     if records is None:
-        raise FileNotFoundError(f"{tarball}: no dataset.json member (is it cfq1.1.tar.gz?)")
+        raise MissingFileError(f"{tarball}: no dataset.json member (is it cfq1.1.tar.gz?)")
     missing = [s for s in splits if s not in split_idxs]
     if missing:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{tarball}: no split file for {missing} (expected members "
             + ", ".join(f"cfq/splits/{SPLIT_FILES[s]}.json" for s in missing) + ")"
         )
@@ -259,14 +266,14 @@ def load_from_dir(cfq_dir: Path, splits: Sequence[str], progress_every: int = 20
     split_idxs = {}
     for s in splits:
         if s not in SPLIT_FILES:
-            raise ValueError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
+            raise UsageError(f"unknown CFQ split {s!r}; known: {sorted(SPLIT_FILES)}")
         path = cfq_dir / "splits" / f"{SPLIT_FILES[s]}.json"
         if not path.is_file():
-            raise FileNotFoundError(f"CFQ split file not found: {path}")
+            raise MissingFileError(f"CFQ split file not found: {path}")
         split_idxs[s] = _read_split_file(path.read_bytes(), str(path))
     path = cfq_dir / "dataset.json"
     if not path.is_file():
-        raise FileNotFoundError(f"CFQ dataset file not found: {path}")
+        raise MissingFileError(f"CFQ dataset file not found: {path}")
     with open(path, "rb") as f:
         records = [preprocess_record(r) for r in iter_json_list(f, str(path), progress_every=progress_every)]
     return {s: _apply_split(records, split_idxs[s], str(cfq_dir / "splits" / f"{SPLIT_FILES[s]}.json")) for s in splits}
@@ -294,8 +301,8 @@ def load_preprocessed(folder: Path) -> Dict[str, List[Pair]]:
         paths = [folder / f"{stem}.question.txt", folder / f"{stem}.query.txt"]
         for p in paths:
             if not p.is_file():
-                raise FileNotFoundError(f"CFQ preprocessed {subset} file not found: {p}")
-        qs, ys = read_data_lines(paths[0]), read_data_lines(paths[1])
+                raise MissingFileError(f"CFQ preprocessed {subset} file not found: {p}")
+        qs, ys = read_data_lines(paths[0], complete=True), read_data_lines(paths[1], complete=True)
         if len(qs) != len(ys):
             shorter = paths[0] if len(qs) < len(ys) else paths[1]
             raise DataError(

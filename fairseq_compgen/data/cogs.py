@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
 from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 COGS_RAW_URL = "https://raw.githubusercontent.com/najoungkim/COGS/main/data/"
 TRAIN_FILES = ("train", "train_100")
@@ -42,7 +43,7 @@ def read_tsv(path, what: str = "COGS data") -> List[Example]:
     empty line is allowed); otherwise :class:`DataError` names the file and line.
     """
     path = Path(path)
-    lines = read_data_lines(path, what)
+    lines = read_data_lines(path, what, complete=True)
     out = []
     for lineno, line in enumerate(lines, start=1):
         fields = line.rstrip("\r").split("\t")
@@ -63,7 +64,7 @@ def _path(stem: str, cogs_dir: Optional[Path], cache_dir: Optional[Path]) -> Pat
     if cogs_dir is not None:
         path = Path(cogs_dir) / name
         if not path.is_file():
-            raise FileNotFoundError(f"COGS {stem} file not found: {path} (--cogs-dir must hold the files of COGS data/)")
+            raise MissingFileError(f"COGS {stem} file not found: {path} (--cogs-dir must hold the files of COGS data/)")
         return path
     return download.fetch(COGS_RAW_URL + name, "cogs", name, cache_dir=cache_dir, hint=HINT)
 
@@ -71,7 +72,7 @@ def _path(stem: str, cogs_dir: Optional[Path], cache_dir: Optional[Path]) -> Pat
 def load(train: str = "train", cogs_dir: Optional[Path] = None, cache_dir: Optional[Path] = None) -> Dict[str, List[Example]]:
     """Subset (train, valid, test, gen) -> examples, from ``cogs_dir`` or downloaded."""
     if train not in TRAIN_FILES:
-        raise ValueError(f"unknown COGS training file {train!r}; known: {TRAIN_FILES}")
+        raise UsageError(f"unknown COGS training file {train!r}; known: {TRAIN_FILES}")
     stems = {"train": train, **SUBSET_FILES}
     return {
         subset: read_tsv(_path(stem, cogs_dir, cache_dir), what=f"COGS {subset} ({stem}.tsv)")

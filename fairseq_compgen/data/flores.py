@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, decode_utf8, read_data_lines, reading_archive, split_data_lines
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 URL = ("https://github.com/facebookresearch/flores/raw/main/previous_releases/floresv1/data/"
        "wikipedia_en_ne_si_test_sets.tgz")
@@ -42,7 +43,7 @@ HINT = f"if there is no network, pass --flores-dir pointing to a folder holding 
 def pair_of(direction: str) -> Tuple[str, str, str]:
     """``'en-ne'`` -> (pair 'ne-en', source 'en', target 'ne')."""
     if direction not in DIRECTIONS:
-        raise ValueError(f"unknown FLoRes direction {direction!r}; known: {DIRECTIONS}")
+        raise UsageError(f"unknown FLoRes direction {direction!r}; known: {DIRECTIONS}")
     src, tgt = direction.split("-")
     xx = src if src != "en" else tgt
     return f"{xx}-en", src, tgt
@@ -53,7 +54,7 @@ def archive_path(flores_dir: Optional[Path] = None, cache_dir: Optional[Path] = 
         p = Path(flores_dir)
         p = p / ARCHIVE if p.is_dir() else p
         if not p.is_file():
-            raise FileNotFoundError(f"FLoRes archive not found: {p}")
+            raise MissingFileError(f"FLoRes archive not found: {p}")
         return p
     return download.fetch(URL, "flores", ARCHIVE, cache_dir=cache_dir, hint=HINT)
 
@@ -62,18 +63,16 @@ def read_sets(archive, pair: str) -> Dict[str, Dict[str, List[str]]]:
     """set -> lang -> lines, read from the archive; the two sides of a set must have as many lines."""
     xx = pair.split("-")[0]
     out: Dict[str, Dict[str, List[str]]] = {}
-    with tarfile.open(archive) as tf:
+    with reading_archive(archive, download.redownload_hint(archive)), tarfile.open(archive) as tf:
         names = {Path(m.name).name: m for m in tf.getmembers() if m.isfile()}
         for s in SETS:
             out[s] = {}
             for lang in (xx, "en"):
                 name = f"wikipedia.{s}.{pair}.{lang}"
                 if name not in names:
-                    raise FileNotFoundError(f"{archive}: no member {name}")
-                text = tf.extractfile(names[name]).read().decode("utf-8")
-                lines = text.split("\n")
-                if lines and lines[-1] == "":
-                    lines.pop()
+                    raise MissingFileError(f"{archive}: no member {name}")
+                where = f"{archive}:{name}"
+                lines = split_data_lines(where, decode_utf8(where, tf.extractfile(names[name]).read()), complete=True)
                 for i, line in enumerate(lines, start=1):
                     if not line.strip():
                         raise DataError(f"{archive}:{name}", i, "empty line", line)
@@ -88,10 +87,7 @@ def read_train_dir(train_dir, src: str, tgt: str) -> List[Tuple[str, str]]:
     d = Path(train_dir)
     sides = []
     for lang in (src, tgt):
-        p = d / f"train.{lang}"
-        if not p.is_file():
-            raise FileNotFoundError(f"FLoRes training file not found: {p} (floresv1 download-data.sh makes it)")
-        sides.append(p.read_text(encoding="utf-8").rstrip("\n").split("\n"))
+        sides.append(read_data_lines(d / f"train.{lang}", "FLoRes training file (floresv1 download-data.sh makes it)"))
     if len(sides[0]) != len(sides[1]):
         raise DataError(d / f"train.{tgt}", 1, f"{len(sides[1])} lines but train.{src} has {len(sides[0])}")
     return [(s, t) for s, t in zip(*sides) if s.strip() and t.strip()]

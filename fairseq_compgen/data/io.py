@@ -6,8 +6,11 @@ systematicity", ICML) and the exact-match scorer.
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
+import tarfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Union
@@ -171,17 +174,57 @@ def decode_utf8(path: PathLike, data: bytes) -> str:
         raise DataError(path, lineno, f"UTF-8 text (byte {e.start - start + 1} of the line is not)", shown) from None
 
 
-def read_data_lines(path: PathLike, what: str = "data file") -> list:
+def split_data_lines(path: PathLike, text: str, complete: bool = False) -> list:
+    """The lines of ``text`` (the content of ``path``; newlines as open() reads them), empty lines at its end
+    dropped.  ``complete``: a non-empty text must end with a newline, else DataError naming the last line (the
+    official files all end with one: a last line without it was cut short, e.g. by an interrupted copy)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as open()'s newlines
+    lines = text.split("\n")
+    if complete and text and not text.endswith("\n"):
+        raise DataError(path, len(lines), "a last line ending with a newline (the file is cut short?)", lines[-1])
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    return lines
+
+
+def read_data_lines(path: PathLike, what: str = "data file", complete: bool = False) -> list:
     """The lines of a text data file (without newlines); empty lines at its end are dropped.
 
     A missing file raises MissingFileError (a FileNotFoundError) naming the file and ``what`` it was for; bytes
-    that are not UTF-8 raise DataError naming the file and line.
+    that are not UTF-8 raise DataError naming the file and line; with ``complete``, so does a last line without
+    its newline (:func:`split_data_lines`).
     """
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"{what}: file not found: {path}")
-    text = decode_utf8(path, path.read_bytes()).replace("\r\n", "\n").replace("\r", "\n")  # as open()'s newlines
-    lines = text.split("\n")
-    while lines and lines[-1].strip() == "":
-        lines.pop()
-    return lines
+    return split_data_lines(path, decode_utf8(path, path.read_bytes()), complete)
+
+
+class ArchiveError(UsageError):
+    """An archive that cannot be read to its end (corrupt, truncated, not an archive); names the file."""
+
+
+# what a damaged .tar/.tar.gz raises while it is opened or read
+_ARCHIVE_ERRORS = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)
+
+
+@contextmanager
+def reading_archive(path: PathLike, hint: str = "") -> Iterator[Path]:
+    """Wraps the code that opens and reads the archive ``path``: a corrupt or truncated archive raises
+    :class:`ArchiveError` naming it (and ``hint``, e.g. that a cached download can be deleted) instead of
+    tarfile's ReadError/EOFError naming no file."""
+    try:
+        yield Path(path)
+    except _ARCHIVE_ERRORS as e:
+        raise ArchiveError(f"{os.fspath(path)}: corrupt or truncated archive ({type(e).__name__}: {e})"
+                           + (f"; {hint}" if hint else "")) from None
+
+
+def check_archive(path: PathLike) -> None:
+    """Read the tar archive ``path`` to its end (every member's data); :class:`ArchiveError` if it is damaged."""
+    with reading_archive(path), tarfile.open(path, mode="r|*") as tar:
+        for member in tar:
+            if member.isfile():
+                f = tar.extractfile(member)
+                while f.read(1 << 20):
+                    pass

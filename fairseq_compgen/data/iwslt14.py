@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines, reading_archive, staged_dir
+from fairseq_compgen.errors import MissingFileError
 
 URL = "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"
 SRC_LANG, TGT_LANG = "de", "en"
@@ -46,20 +47,17 @@ _SEG_RE = re.compile(r'^\s*<seg id="(\d+)">(.*?)</seg>\s*$')
 def read_xml_segments(path) -> List[str]:
     """The ``<seg>`` texts of an IWSLT XML file, in order (tags stripped, whitespace trimmed, ’ -> ')."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"IWSLT'14 XML file not found: {path}")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if "<seg" not in line:
-                continue
-            m = _SEG_RE.match(line.rstrip("\n"))
-            if m is None:
-                raise DataError(path, lineno, 'expected one segment per line: <seg id="N"> text </seg>', line)
-            text = m.group(2).strip().replace("\u2019", "'")
-            if not text:
-                raise DataError(path, lineno, "empty <seg> text", line)
-            out.append(text)
+    for lineno, line in enumerate(read_data_lines(path, "IWSLT'14 XML file"), start=1):
+        if "<seg" not in line:
+            continue
+        m = _SEG_RE.match(line)
+        if m is None:
+            raise DataError(path, lineno, 'expected one segment per line: <seg id="N"> text </seg>', line)
+        text = m.group(2).strip().replace("\u2019", "'")
+        if not text:
+            raise DataError(path, lineno, "empty <seg> text", line)
+        out.append(text)
     if not out:
         raise DataError(path, 1, "no <seg id=...> line in the file")
     return out
@@ -78,17 +76,13 @@ def read_xml_pair(folder, name: str) -> List[Tuple[str, str]]:
 def read_train_tags(path) -> List[str]:
     """``train.tags.de-en.<lang>`` as the recipe reads it: drop <url>/<talkid>/<keywords> lines, strip
     <title>/<description> tags (their text stays a training line, as in fairseq's recipe)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"IWSLT'14 training file not found: {path} ({HINT})")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if "<url>" in line or "<talkid>" in line or "<keywords>" in line:
-                continue
-            for tag in ("<title>", "</title>", "<description>", "</description>"):
-                line = line.replace(tag, "")
-            out.append(line.rstrip("\n"))
+    for line in read_data_lines(path, f"IWSLT'14 training file ({HINT})"):
+        if "<url>" in line or "<talkid>" in line or "<keywords>" in line:
+            continue
+        for tag in ("<title>", "</title>", "<description>", "</description>"):
+            line = line.replace(tag, "")
+        out.append(line)
     return out
 
 
@@ -164,14 +158,20 @@ def locate(iwslt_dir: Optional[Path] = None, cache_dir: Optional[Path] = None) -
         if (d / PAIR).is_dir():
             d = d / PAIR
         if not d.is_dir():
-            raise FileNotFoundError(f"IWSLT'14 folder not found: {d}")
+            raise MissingFileError(f"IWSLT'14 folder not found: {d}")
         return d
     tgz = download.fetch(URL, "iwslt14", "de-en.tgz", cache_dir=cache_dir, hint=HINT, progress=True)
     out = tgz.parent / "extracted"
     if not (out / PAIR).is_dir():
-        with tarfile.open(tgz) as tf:
-            tf.extractall(out, filter="data")
+        extract_archive(tgz, out)
     return out / PAIR
+
+
+def extract_archive(tgz: Path, out: Path) -> None:
+    """Unpack the downloaded archive ``tgz`` into ``out`` (staged: an interrupted or failed extraction leaves no
+    half-filled ``out``); a corrupt archive raises ArchiveError naming it and saying to delete it."""
+    with staged_dir(out) as stage, reading_archive(tgz, download.redownload_hint(tgz)), tarfile.open(tgz) as tf:
+        tf.extractall(stage, filter="data")
 
 
 def load_test(folder) -> List[Tuple[str, str]]:

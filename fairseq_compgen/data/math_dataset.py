@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError, staged_path
+from fairseq_compgen.data.io import DataError, read_data_lines, reading_archive, staged_path
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 MATH_URL = "https://storage.googleapis.com/mathematics-dataset/mathematics_dataset-v1.0.tar.gz"
 TAR_ROOT = "mathematics_dataset-v1.0"
@@ -39,7 +40,7 @@ Pair = Tuple[str, str]
 def files_of(module: str) -> Dict[str, List[str]]:
     """Subset -> files (relative to the release root) of ``module``."""
     if module not in MODULES:
-        raise ValueError(f"unknown Mathematics module {module!r}; supported: {MODULES}")
+        raise UsageError(f"unknown Mathematics module {module!r}; supported: {MODULES}")
     return {
         "train": [f"{level}/{module}.txt" for level in TRAIN_LEVELS],
         "valid": [f"interpolate/{module}.txt"],
@@ -50,7 +51,7 @@ def files_of(module: str) -> Dict[str, List[str]]:
 def char_tokens(text: str, where: str = "text") -> str:
     """``"1 + 2"`` -> ``"1 _ + _ 2"``: one token per character, a space as ``_``."""
     if SPACE in text:
-        raise ValueError(f"{where}: contains {SPACE!r}, the token that stands for a space: {text[:80]!r}")
+        raise UsageError(f"{where}: contains {SPACE!r}, the token that stands for a space: {text[:80]!r}")
     return " ".join(SPACE if c == " " else c for c in text)
 
 
@@ -59,33 +60,30 @@ def detokenize(tokens: str) -> str:
 
 
 def read_pairs(path: Path) -> Iterator[Pair]:
-    """(question, answer) of a file of alternating lines, streamed.
+    """(question, answer) of a file of alternating lines.
 
-    An odd number of lines (a question without its answer) or an empty line
-    raises DataError naming the file and line.
+    An odd number of lines (a question without its answer), an empty line, invalid UTF-8 or a last line
+    without its newline (a file cut short) raises DataError naming the file and line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"Mathematics file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        question = None
-        lineno = 0
-        for lineno, line in enumerate(f, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                raise DataError(path, lineno, "expected a non-empty question or answer line", line)
-            if question is None:
-                question = line
-            else:
-                yield question, line
-                question = None
-        if question is not None:
-            raise DataError(
-                path, lineno,
-                f"expected an answer after the question (questions and answers alternate; the file has "
-                f"an odd number of lines, {lineno})",
-                question,
-            )
+    lines = read_data_lines(path, "Mathematics file", complete=True)
+    question = None
+    lineno = 0
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise DataError(path, lineno, "expected a non-empty question or answer line", line)
+        if question is None:
+            question = line
+        else:
+            yield question, line
+            question = None
+    if question is not None:
+        raise DataError(
+            path, lineno,
+            f"expected an answer after the question (questions and answers alternate; the file has "
+            f"an odd number of lines, {lineno})",
+            question,
+        )
 
 
 def tokenized_pairs(paths: Iterable[Path]) -> Iterator[Pair]:
@@ -109,7 +107,7 @@ def load(module: str, math_dir: Path) -> Dict[str, Iterator[Pair]]:
         paths = [math_dir / r for r in rels]
         for p in paths:
             if not p.is_file():
-                raise FileNotFoundError(
+                raise MissingFileError(
                     f"Mathematics {module} {subset} file not found: {p} (--math-dir must have the layout of "
                     f"{TAR_ROOT}/: train-easy/, train-medium/, train-hard/, interpolate/, extrapolate/)"
                 )
@@ -151,7 +149,8 @@ def extract_members(tarball: Path, dest: Path, modules: Iterable[str] = MODULES)
     tarball = Path(tarball)
     with open(tarball, "rb") as raw:
         reader = _CountingReader(raw, tarball.stat().st_size, f"scanning {tarball.name}")
-        with tarfile.open(fileobj=reader, mode="r|gz") as tar:
+        with reading_archive(tarball, download.redownload_hint(tarball)), \
+                tarfile.open(fileobj=reader, mode="r|gz") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
@@ -172,7 +171,7 @@ def extract_members(tarball: Path, dest: Path, modules: Iterable[str] = MODULES)
                 if not todo:
                     break
     if todo:
-        raise FileNotFoundError(f"{tarball}: members not found: {sorted(f'{TAR_ROOT}/{r}' for r in todo)}")
+        raise MissingFileError(f"{tarball}: members not found: {sorted(f'{TAR_ROOT}/{r}' for r in todo)}")
     return dest
 
 

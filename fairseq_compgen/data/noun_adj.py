@@ -34,8 +34,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.data.iwslt14 import clean_corpus, moses_tokenize
+from fairseq_compgen.errors import UsageError
 
 # Table 2: noun -> its only training adjective
 BACKWARD = {"response": "specific", "institution": "particular", "organisation": "effective", "solution": "permanent"}
@@ -107,7 +108,7 @@ def spacy_pair_finder(model: str = "en_core_web_sm") -> Callable[[str], List[Tup
 def choose_tagger(tagger: str = "auto", spacy_model: str = "en_core_web_sm"):
     """(name, finder) where finder(raw English, lowercased tokens) -> pairs."""
     if tagger not in TAGGERS:
-        raise ValueError(f"unknown tagger {tagger!r}; known: {TAGGERS}")
+        raise UsageError(f"unknown tagger {tagger!r}; known: {TAGGERS}")
     if tagger in ("auto", "spacy"):
         try:
             find = spacy_pair_finder(spacy_model)
@@ -123,13 +124,7 @@ def read_europarl(en_path, fr_path) -> Tuple[List[Tuple[int, str, str]], Dict[st
     """(line number, English, French) of the non-empty pairs and the drop counts ('empty_en', 'empty_fr')."""
     sides = []
     for p in (en_path, fr_path):
-        p = Path(p)
-        if not p.is_file():
-            raise FileNotFoundError(f"Europarl file not found: {p}")
-        lines = p.read_text(encoding="utf-8").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        sides.append(lines)
+        sides.append(read_data_lines(p, "Europarl"))
     if len(sides[0]) != len(sides[1]):
         raise DataError(fr_path, len(sides[1]), f"{len(sides[1])} lines but {Path(en_path).name} has {len(sides[0])}")
     kept, dropped = [], {"empty_en": 0, "empty_fr": 0}

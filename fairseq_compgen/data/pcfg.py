@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
 from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 UNARY = {
     "copy": lambda x: x,
@@ -124,8 +125,8 @@ def read_pairs(src_path, tgt_path, validate: bool = True) -> List[Pair]:
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     for p in (src_path, tgt_path):
         if not p.is_file():
-            raise FileNotFoundError(f"PCFG SET file not found: {p}")
-    srcs, tgts = read_data_lines(src_path), read_data_lines(tgt_path)
+            raise MissingFileError(f"PCFG SET file not found: {p}")
+    srcs, tgts = read_data_lines(src_path, complete=True), read_data_lines(tgt_path, complete=True)
     if len(srcs) != len(tgts):
         raise DataError(
             src_path if len(srcs) < len(tgts) else tgt_path, min(len(srcs), len(tgts)) + 1,
@@ -151,7 +152,7 @@ def load(split: str, pcfg_dir: Optional[Path] = None, cache_dir: Optional[Path] 
          validate: bool = True) -> Dict[str, List[Pair]]:
     """Subset -> pairs of ``split``, from ``pcfg_dir`` (layout of data/pcfgset/) or downloaded."""
     if split not in SPLITS:
-        raise ValueError(f"unknown PCFG SET split {split!r}; known: {sorted(SPLITS)}")
+        raise UsageError(f"unknown PCFG SET split {split!r}; known: {sorted(SPLITS)}")
     out = {}
     for subset, stem in SPLITS[split].items():
         paths = []
@@ -160,7 +161,7 @@ def load(split: str, pcfg_dir: Optional[Path] = None, cache_dir: Optional[Path] 
             if pcfg_dir is not None:
                 p = Path(pcfg_dir) / rel
                 if not p.is_file():
-                    raise FileNotFoundError(
+                    raise MissingFileError(
                         f"PCFG SET {split} {subset} file not found: {p} (--pcfg-dir must have the layout of "
                         "am-i-compositional's data/pcfgset/)"
                     )

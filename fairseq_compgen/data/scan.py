@@ -52,6 +52,7 @@ import numpy as np
 
 from fairseq_compgen.data import download as _download
 from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 Pair = Tuple[str, str]
 
@@ -93,7 +94,7 @@ def _v_denotation(words: Sequence[str]) -> List[str]:
     """Interpretation of a V phrase (list of words); KeyError/ValueError if not a V."""
     if len(words) == 1:  # V -> U
         if words[0] not in ACTION_OF:
-            raise ValueError(f"{words[0]!r} is not a primitive (walk, look, run, jump)")
+            raise UsageError(f"{words[0]!r} is not a primitive (walk, look, run, jump)")
         return _u_denotation(words[0])
     if len(words) == 2:  # V -> D
         first, direction = words
@@ -108,15 +109,15 @@ def _v_denotation(words: Sequence[str]) -> List[str]:
         if mod == "around":
             # [x around left] = ([x left]) x 4
             return _d_denotation(first, direction) * 4
-        raise ValueError(f"expected 'opposite' or 'around' as the 2nd word of {' '.join(words)!r}")
-    raise ValueError(f"{' '.join(words)!r} is not a V phrase (1 to 3 words)")
+        raise UsageError(f"expected 'opposite' or 'around' as the 2nd word of {' '.join(words)!r}")
+    raise UsageError(f"{' '.join(words)!r} is not a V phrase (1 to 3 words)")
 
 
 def _check_d(first: str, direction: str) -> None:
     if first not in ACTION_OF and first != "turn":
-        raise ValueError(f"expected a primitive or 'turn', got {first!r}")
+        raise UsageError(f"expected a primitive or 'turn', got {first!r}")
     if direction not in TURN_OF:
-        raise ValueError(f"expected 'left' or 'right', got {direction!r}")
+        raise UsageError(f"expected 'left' or 'right', got {direction!r}")
 
 
 def _v_phrases() -> List[Tuple[str, ...]]:
@@ -161,7 +162,7 @@ def generate_all() -> List[Pair]:
 
 def _interpret_s(words: Sequence[str]) -> List[str]:
     if not words:
-        raise ValueError("empty phrase")
+        raise UsageError("empty phrase")
     if words[-1] in REPEATS:
         return _v_denotation(words[:-1]) * REPEATS[words[-1]]
     return _v_denotation(words)
@@ -176,7 +177,7 @@ def interpret(command: str) -> str:
     try:
         conj = [i for i, w in enumerate(words) if w in CONJUNCTIONS]
         if len(conj) > 1:
-            raise ValueError("more than one 'and'/'after'")
+            raise UsageError("more than one 'and'/'after'")
         if conj:
             i = conj[0]
             left, right = _interpret_s(words[:i]), _interpret_s(words[i + 1 :])
@@ -184,7 +185,7 @@ def interpret(command: str) -> str:
         else:
             acts = _interpret_s(words)
     except (ValueError, KeyError) as e:
-        raise ValueError(f"not a SCAN command: {command!r} ({e})") from None
+        raise UsageError(f"not a SCAN command: {command!r} ({e})") from None
     return " ".join(acts)
 
 
@@ -209,7 +210,7 @@ def read_scan_file(path, what: str = "SCAN data") -> List[Pair]:
     ``what`` says what the file was for, in the error for a missing file.
     """
     path = Path(path)
-    lines = read_data_lines(path, what)
+    lines = read_data_lines(path, what, complete=True)
     pairs: List[Pair] = []
     for lineno, line in enumerate(lines, start=1):
         m = _LINE_RE.match(line)
@@ -283,23 +284,39 @@ def download_official_file(rel_path: str, cache_dir: Path, timeout: float = 60.0
 
 
 def read_official_split(name: str, scan_dir=None, cache_dir=None) -> Dict[str, List[Pair]]:
-    """Read an official split (train/test) from ``scan_dir`` or download it."""
+    """Read an official split (train/test) from ``scan_dir`` or download it; every line is checked by the
+    interpreter (:func:`check_by_interpreter`)."""
     if name not in OFFICIAL_SPLITS:
-        raise ValueError(f"unknown official SCAN split {name!r}; known: {sorted(OFFICIAL_SPLITS)}")
+        raise UsageError(f"unknown official SCAN split {name!r}; known: {sorted(OFFICIAL_SPLITS)}")
     out = {}
     for subset, rel in OFFICIAL_SPLITS[name].items():
         what = f"SCAN official split {name!r} ({subset} set)"
         if scan_dir is not None:
             path = Path(scan_dir) / rel
             if not path.is_file():
-                raise FileNotFoundError(
+                raise MissingFileError(
                     f"{what}: file not found: {path} (--scan-dir must have the layout of "
                     f"https://github.com/brendenlake/SCAN, i.e. contain {rel})"
                 )
         else:
             path = download_official_file(rel, Path(cache_dir) if cache_dir else default_cache_dir())
-        out[subset] = read_scan_file(path, what=what)
+        out[subset] = check_by_interpreter(path, read_scan_file(path, what=what))
     return out
+
+
+def check_by_interpreter(path, pairs: List[Pair]) -> List[Pair]:
+    """``pairs`` (read from ``path`` by :func:`read_scan_file`, line i+1 = pair i) if every command is one of the
+    grammar and its actions are what :func:`interpret` gives; else DataError naming the file and line (a file
+    cut mid-word, a token outside the grammar, a wrong action)."""
+    for lineno, (cmd, act) in enumerate(pairs, start=1):
+        try:
+            ok = interpret(cmd) == act
+            why = "actions that the SCAN grammar gives the command"
+        except ValueError as e:
+            ok, why = False, f"a command of the SCAN grammar ({e})"
+        if not ok:
+            raise DataError(path, lineno, why, format_scan_line((cmd, act)))
+    return pairs
 
 
 # ---------------------------------------------------------------------------
@@ -338,7 +355,7 @@ def addprim_split(primitive: str, pairs: Optional[List[Pair]] = None):
     without = [p for p in pairs if not _uses(p[0], phrase)]
     bare = [p for p in pairs if p[0] == phrase]
     if len(bare) != 1:
-        raise ValueError(f"{phrase!r} is not a bare SCAN command")
+        raise UsageError(f"{phrase!r} is not a bare SCAN command")
     test = [p for p in pairs if _uses(p[0], phrase) and p[0] != phrase]
     n_copies = int(round(len(without) / 9))
     return {"train": without + bare * n_copies, "test": test}
@@ -387,8 +404,8 @@ def build_split(name: str, scan_dir=None, cache_dir=None) -> Dict[str, List[Pair
     if m:
         cutoff = int(m.group(1))
         if cutoff not in CUTOFF_LENGTHS:
-            raise ValueError(f"unknown cutoff {cutoff} in {name!r}; Csordás et al. (2021) use {CUTOFF_LENGTHS}")
+            raise UsageError(f"unknown cutoff {cutoff} in {name!r}; Csordás et al. (2021) use {CUTOFF_LENGTHS}")
         return length_cutoff_split(cutoff)
     if name in OFFICIAL_SPLITS:
         return read_official_split(name, scan_dir=scan_dir, cache_dir=cache_dir)
-    raise ValueError(f"unknown SCAN split {name!r}; known: {', '.join(split_names())}")
+    raise UsageError(f"unknown SCAN split {name!r}; known: {', '.join(split_names())}")
