@@ -17,7 +17,8 @@
 # restart of a run whose checkpoint_last.pt is already at --max-update does nothing (scripts/lib/finished.sh).
 # Records SAVE_DIR/command.txt (the exact fairseq-train command; for --cpu-procs the one of rank 0),
 # SAVE_DIR/launch.txt (this script's command line) and SAVE_DIR/commit.txt (HEAD, then "dirty" if the
-# working tree has uncommitted changes to tracked files).
+# working tree has uncommitted changes to tracked files), as the run's first command made them: later
+# invocations (resumes, failures) are appended to SAVE_DIR/*.history instead (scripts/lib/record.sh).
 # Generic defaults: --task compgen --criterion cross_entropy --optimizer adam --required-batch-size-multiple 1,
 # validation (greedy exact-match `accuracy`) on every subset of DATA_BIN but train, no epoch checkpoints.
 # A COGS tagging folder (data-prep/cogs_tagging.py: <subset>.parent files) gets --task cogs_tagging
@@ -95,10 +96,14 @@ fi
 # shellcheck source=lib/finished.sh
 . "$root/scripts/lib/finished.sh"
 exit_if_finished train.sh "$save" "${cmd[@]}"
-printf '%q ' "${record[@]}" > "$save/command.txt"; echo >> "$save/command.txt"
-printf '%q ' "${launch[@]}" > "$save/launch.txt"; echo >> "$save/launch.txt"
-{ git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown
-  [ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || echo dirty; } > "$save/commit.txt"
+# shellcheck source=lib/record.sh
+. "$root/scripts/lib/record.sh"
+commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit dirty"
+record "$save" command.txt "${record[@]}"
+record "$save" launch.txt "${launch[@]}"
+# shellcheck disable=SC2086  # "HASH dirty" is two words, as commit.txt has always held them
+record "$save" commit.txt $commit
 
 [ "$procs" -gt 0 ] || exec "${cmd[@]}"
 

@@ -50,7 +50,8 @@ cmd=(fairseq-train "$data" --user-dir "$(cd "$(dirname "$0")/.." && pwd)/fairseq
 # shellcheck source=lib/finished.sh
 . "$(dirname "$0")/lib/finished.sh"
 exit_if_finished train_csordas.sh "$save" "${cmd[@]}"
-mkdir -p "$save"
-printf '%q ' "${cmd[@]}" > "$save/command.txt"; echo >> "$save/command.txt"
-git -C "$(dirname "$0")/.." rev-parse HEAD > "$save/commit.txt" 2>/dev/null || true
+# shellcheck source=lib/record.sh
+. "$(dirname "$0")/lib/record.sh"
+record "$save" command.txt "${cmd[@]}"
+record "$save" commit.txt "$(git -C "$(dirname "$0")/.." rev-parse HEAD 2>/dev/null || echo unknown)"
 exec "${cmd[@]}"

@@ -73,7 +73,8 @@ cmd=(fairseq-train "$russin/bin" --user-dir "$(cd "$(dirname "$0")/.." && pwd)/f
   --valid-subset valid,test --eval-oracle-length --no-epoch-checkpoints
   --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric
   --log-format simple --log-interval 1000 --save-dir "$save" "$@")
-mkdir -p "$save"
-printf '%q ' "${cmd[@]}" > "$save/command.txt"; echo >> "$save/command.txt"
-git -C "$(dirname "$0")/.." rev-parse HEAD > "$save/commit.txt" 2>/dev/null || true
+# shellcheck source=lib/record.sh
+. "$(dirname "$0")/lib/record.sh"
+record "$save" command.txt "${cmd[@]}"
+record "$save" commit.txt "$(git -C "$(dirname "$0")/.." rev-parse HEAD 2>/dev/null || echo unknown)"
 exec "${cmd[@]}"

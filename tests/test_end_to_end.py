@@ -64,6 +64,18 @@ def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
     assert "already finished, nothing to train" in log and ckpt.stat().st_mtime_ns == before[0]
 
 
+def test_a_failed_command_keeps_the_recorded_one(trained, scan):
+    """Issue 16: a failing (here mistyped) command used to overwrite the run's command.txt."""
+    save, _ = trained
+    before = (save / "command.txt").read_text()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    p = subprocess.run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", str(scan), str(save),
+                        "--cpu", "--max-updates", "40"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert p.returncode != 0 and (save / "command.txt").read_text() == before
+    history = (save / "command.history").read_text().splitlines()
+    assert len(history) >= 2 and "--max-updates 40" in history[-1]
+
+
 def test_resume_continues_from_checkpoint(trained, scan):
     save, _ = trained
     log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
