@@ -123,3 +123,14 @@ def test_resume_refuses_nan_weights(trained, scan, tmp_path):
     torch.save(state, save / "checkpoint_last.pt")
     one_line_error(train(scan / "bin", save, "rel_uni_transformer_scan", "--max-update", "4", ok=False),
                    "holds NaN/Inf weights", name, "saved at update 2")
+
+
+def test_an_empty_subset_is_named(trained, scan, tmp_path):
+    """An empty subset used to fail with numpy's 'cannot mmap an empty file', naming no file."""
+    data = tmp_path / "bin"
+    shutil.copytree(scan / "bin", data)
+    for lang in ("src", "tgt"):
+        (data / f"gen.src-tgt.{lang}.bin").write_bytes(b"")
+    p = run([BIN / "fairseq-generate", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", "--path",
+             trained / "checkpoint_last.pt", "--gen-subset", "gen", "--beam", "1", "--cpu"], ok=False)
+    one_line_error(p, f"{data / 'gen.src-tgt.src.bin'} is empty", "subset 'gen' has no examples")

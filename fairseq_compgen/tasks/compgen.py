@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 
 import torch
-from fairseq import metrics
+from fairseq import metrics, utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -88,6 +88,14 @@ class CompgenTask(TranslationTask):
         return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        for folder in utils.split_paths(self.cfg.data):
+            for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+                for lang in (src, tgt):
+                    path = os.path.join(folder, f"{split}.{pair}.{lang}.bin")
+                    if os.path.isfile(path) and os.path.getsize(path) == 0:  # numpy: "cannot mmap an empty file"
+                        raise UsageError(f"{path} is empty: subset {split!r} has no examples; re-run its data-prep "
+                                         f"or leave {split!r} out of --valid-subset / --gen-subset")
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         if self.cfg.eval_comp and split == (self.cfg.eval_comp_subset or os.path.basename(self.cfg.eval_comp).split(".")[0]):
             from fairseq_compgen.scoring.comp import read_meta
