@@ -6,6 +6,7 @@ parameter shapes happen to fit (trained on silently, before), and resuming from 
 (a zip-archive traceback, before, although an intact checkpoint sat beside it).
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,8 @@ def train(data, save, arch="rel_uni_transformer_scan", *extra, ok=True):
     return run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
                 "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "32", "--cpu",
                 "--max-update", "2", "--save-interval-updates", "1", "--keep-interval-updates", "5",
-                "--disable-validation", "--save-dir", save, "--num-workers", "0", *extra], ok=ok)
+                "--save-dir", save, "--num-workers", "0",
+                *([] if "--validate-interval-updates" in extra else ["--disable-validation"]), *extra], ok=ok)
 
 
 def one_line_error(p, *needles):
@@ -134,3 +136,39 @@ def test_an_empty_subset_is_named(trained, scan, tmp_path):
     p = run([BIN / "fairseq-generate", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", "--path",
              trained / "checkpoint_last.pt", "--gen-subset", "gen", "--beam", "1", "--cpu"], ok=False)
     one_line_error(p, f"{data / 'gen.src-tgt.src.bin'} is empty", "subset 'gen' has no examples")
+
+
+def test_too_long_examples_are_never_dropped_silently(scan, tmp_path):
+    """fairseq drops too-long training examples with a warning, and validation's denominator shrank silently."""
+    p = train(scan / "bin", tmp_path / "a", "rel_uni_transformer_scan", "--max-source-positions", "6", ok=False)
+    one_line_error(p, "train examples are longer than max positions", "--allow-dropping-train-examples")
+    p = train(scan / "bin", tmp_path / "b", "rel_uni_transformer_scan", "--max-source-positions", "6",
+              "--allow-dropping-train-examples", "--skip-invalid-size-inputs-valid-test", "--valid-subset", "valid",
+              "--validate-interval-updates", "2")
+    lines = (scan / "valid.src").read_text().splitlines()
+    too_long = sum(len(line.split()) + 1 > 6 for line in lines)  # + EOS
+    assert 0 < too_long < len(lines)
+    line = re.search(r"valid on 'valid' subset \|.*", p.stdout + p.stderr)
+    assert line, (p.stdout + p.stderr)[-3000:]
+    accuracy, skipped = (re.search(rf"\| {name} ([0-9.]+) ", line.group(0)) for name in ("accuracy", "skipped"))
+    assert int(skipped.group(1)) == too_long and float(accuracy.group(1)) <= (len(lines) - too_long) / len(lines)
+
+
+@pytest.mark.parametrize("exclude, expected", [(False, 6 / 15), (True, 6 / 10)])
+def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
+    """Two validation batches (4/6 and 2/4 right) of a subset with 5 examples skipped as too long."""
+    from fairseq import metrics
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    from fairseq_compgen.models.standalone import make_dictionary
+    from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
+
+    task = CompgenTask(CompgenConfig(exclude_skipped_from_accuracy=exclude), make_dictionary(3), make_dictionary(3))
+    task._current_skipped = 5
+    criterion = CrossEntropyCriterion(task, sentence_avg=False)
+    with metrics.aggregate(new_root=True) as agg:
+        for correct, total in ((4, 6), (2, 4)):
+            task.reduce_metrics([{"_em_correct": correct, "_em_total": total, "loss": 0.0, "ntokens": 1,
+                                  "nsentences": total, "sample_size": 1}], criterion)
+        values = agg.get_smoothed_values()
+    assert values["accuracy"] == round(expected, 4) and values["skipped"] == 5

@@ -13,6 +13,11 @@
 * Every input gets a hypothesis: batches are built with `required_batch_size_multiple = 1`, because fairseq
   drops a final batch whose size is not a multiple (shared/notes/fairseq-host.md, trap 1) and batches are
   length-sorted, so the dropped sentences would be the longest ones.
+* No example is dropped silently for being longer than --max-source-positions / --max-target-positions: for
+  train that is an error unless `--allow-dropping-train-examples` (fairseq drops them with a warning only); for
+  validation it is fairseq's error unless `--skip-invalid-size-inputs-valid-test`, and then `skipped` is logged
+  beside the metrics and exact match counts the skipped examples as wrong (`--exclude-skipped-from-accuracy`
+  to leave them out of the denominators).
 """
 import logging
 import os
@@ -62,6 +67,18 @@ class CompgenConfig(TranslationConfig):
                           "EOS would otherwise decode to --max-len-b in every batch). The references set only where "
                           "decoding stops, never which tokens are chosen. scripts/evaluate.sh sets it"},
     )
+    allow_dropping_train_examples: bool = field(
+        default=False,
+        metadata={"help": "train even if some training examples are longer than --max-source-positions / "
+                          "--max-target-positions (they are dropped, and their count logged); by default that is "
+                          "an error, since fairseq would drop them with a warning only"},
+    )
+    exclude_skipped_from_accuracy: bool = field(
+        default=False,
+        metadata={"help": "with --skip-invalid-size-inputs-valid-test: leave the skipped (too long) validation "
+                          "examples out of the exact-match denominators; by default they count as wrong, and "
+                          "`skipped` is logged beside the metrics either way"},
+    )
     eval_comp: str = field(
         default="",
         metadata={"help": "COMP metadata (test.comp of data-prep/noun_adj.py): log `comp` (share of greedy "
@@ -81,11 +98,41 @@ def _sum(logging_outputs, key):
 class CompgenTask(TranslationTask):
     cfg: CompgenConfig
 
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
+        self._current_skipped = 0  # of the subset whose batches are being evaluated
+
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
         if required_batch_size_multiple != 1:
             logger.info("compgen: using required_batch_size_multiple=1 instead of %d so that no example is dropped",
                         required_batch_size_multiple)
-        return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
+        itr = super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
+        # validation runs one subset at a time: reduce_metrics of the batches that follow reads this count
+        self._current_skipped = self._skipped.get(self._split_of(dataset), 0)
+        return itr
+
+    def _split_of(self, dataset) -> str:
+        return next((name for name, ds in self.datasets.items() if ds is dataset), "?")
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """fairseq's filter, but a dropped example is never silent: an error for train (unless
+        --allow-dropping-train-examples) and for other subsets without --skip-invalid-size-inputs-valid-test,
+        otherwise a count kept for the metrics (`skipped`, and exact match counts them as wrong)."""
+        split = self._split_of(dataset)
+        kept, ignored = dataset.filter_indices_by_size(indices, max_positions)
+        if len(ignored):
+            too_long = (f"{len(ignored)} of {len(indices)} {split} examples are longer than max positions "
+                        f"{max_positions} (e.g. example {ignored[0]}, size {dataset.size(ignored[0])})")
+            if split == "train" and not self.cfg.allow_dropping_train_examples:
+                raise UsageError(f"{too_long}: raise --max-source-positions / --max-target-positions, or pass "
+                                 f"--allow-dropping-train-examples to drop them")
+            if split != "train" and not ignore_invalid_inputs:
+                raise UsageError(f"{too_long}: raise --max-source-positions / --max-target-positions, or pass "
+                                 f"--skip-invalid-size-inputs-valid-test (exact match then counts them as wrong)")
+            logger.warning("compgen: %s: dropped", too_long)
+        self._skipped[split] = len(ignored)
+        return kept
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
@@ -162,6 +209,11 @@ class CompgenTask(TranslationTask):
             logging_output["_comp_hits"], logging_output["_comp_total"] = hits, len(pred)
         return loss, sample_size, logging_output
 
+    def _denominator(self, m) -> float:
+        """Examples of the subset: those evaluated plus, unless --exclude-skipped-from-accuracy, those skipped."""
+        skipped = m["skipped"].avg if "skipped" in m and not self.cfg.exclude_skipped_from_accuracy else 0
+        return m["_em_total"].sum + skipped
+
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
         if any("_comp_total" in log for log in logging_outputs):
@@ -171,10 +223,12 @@ class CompgenTask(TranslationTask):
         total = _sum(logging_outputs, "_em_total")
         if total == 0:
             return
+        if getattr(self, "_current_skipped", 0):  # constant over the subset's batches: the meter's average is it
+            metrics.log_scalar("skipped", self._current_skipped, round=0)
         metrics.log_scalar_sum("_em_total", total)
         for key, name in (("_em_correct", "accuracy"), ("_em_greedy_correct", "greedy_accuracy"),
                           ("_em_oracle_correct", "oracle_accuracy"),
                           ("_em_tf_correct", "tf_accuracy")):
             if any(key in log for log in logging_outputs):
                 metrics.log_scalar_sum(key, _sum(logging_outputs, key))
-                metrics.log_derived(name, lambda m, key=key: round(m[key].sum / m["_em_total"].sum, 4))
+                metrics.log_derived(name, lambda m, key=key: round(m[key].sum / self._denominator(m), 4))
