@@ -70,6 +70,12 @@ def test_a_usage_error_is_one_line():
     assert "Traceback" in p.stderr  # bugs keep their traceback
 
 
+def test_a_missing_checkpoint_is_one_line(scan, tmp_path):
+    p = run([BIN / "fairseq-generate", scan / "bin", "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
+             "--path", tmp_path / "nope.pt", "--gen-subset", "valid", "--cpu"], ok=False)
+    one_line_error(p, f"Model file not found: {tmp_path / 'nope.pt'}")
+
+
 def test_generate_refuses_dictionaries_in_another_order(trained, scan, tmp_path):
     """Same words, same size, another order: binarize valid with the reversed target dictionary."""
     for side in ("src", "tgt"):
