@@ -259,3 +259,30 @@ def test_evaluate_without_binaries_fails_instead_of_evaluating_nothing(tmp_path)
                        text=True)
     assert p.returncode == 2 and "has no binarized subset other than train" in p.stderr
     assert not (tmp_path / "eval").exists()
+
+
+def test_aggregate_categories_and_export(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    _fake_sweep(out, {("scan", "a"): {1: {"gen": 0.5}, 2: {"gen": 0.7}, 3: None}},
+                logs=lambda seed: ("x | INFO | train_inner | epoch 001:  1 / 9 loss=1\n"
+                                   f"x | INFO | valid | epoch 001 | valid on 'gen' subset | accuracy 0.{seed} | "
+                                   "num_updates 9\nx | INFO | train | epoch 001 | loss 1 | num_updates 9\nnoise\n"))
+    for seed, (x, y) in ((1, (0.2, 0.8)), (2, (0.4, 1.0))):
+        path = out / "scan" / "a" / f"seed{seed}" / "eval" / "gen.json"
+        result = json.loads(path.read_text())
+        result["per_category"] = {"x": {"accuracy": x}, "y": {"accuracy": y}}
+        path.write_text(json.dumps(result))
+    (out / "scan" / "a" / "seed1" / "command.txt").write_text("fairseq-train ...\n")
+    dest = tmp_path / "results" / "fake"
+    assert aggregate.main([str(out), "--no-plots", "--categories", "gen", "--export", str(dest)]) == 0
+    table = (out / "categories_gen.md").read_text().splitlines()
+    assert table[0] == "| category | a (seeds 1, 2) |" and "| x | 0.300 |" in table and "| **overall** | 0.600 |" in table
+    run = dest / "scan" / "a" / "seed1"
+    assert json.loads((run / "eval" / "gen.json").read_text())["per_category"]["y"]["accuracy"] == 0.8
+    assert (run / "command.txt").read_text() == "fairseq-train ...\n" and (run / "done.json").is_file()
+    assert [line.split("| INFO | ")[1][:5] for line in (run / "train_metrics.log").read_text().splitlines()] == [
+        "valid", "train"]  # validation and epoch lines only, no train_inner, no noise
+    assert not (dest / "scan" / "a" / "seed3").exists()  # not finished: nothing to export
+    for name in ("sweep.json", "table.md", "table.csv", "categories_gen.md"):
+        assert (dest / name).is_file(), name

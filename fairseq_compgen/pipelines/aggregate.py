@@ -1,7 +1,8 @@
 """Turn a sweep's results into the papers' tables and plots.
 
     python -m fairseq_compgen.pipelines.aggregate OUT [--best] [--scale 100] [--digits 2] [--transpose]
-        [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
+        [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases] [--categories SUBSET]
+        [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Every finished run (done.json) contributes
 the exact-match accuracy of each evaluated subset (eval/<subset>.json, from the last checkpoint). Per configuration
@@ -13,6 +14,9 @@ Csordás et al.'s Table 3), OUT/table.csv (one line per cell, full precision, ev
 OUT/plots/<dataset>.png: validation accuracy vs updates per subset, parsed from the runs' train.log (the compgen
 task's `| valid on 'SUBSET' subset | ... | accuracy A | ... | num_updates N` lines; `exact_match A` for the
 cogs_tagging task), mean over seeds with a ±std band.
+``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen). ``--export DIR``
+copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
+train.log metric lines, with sweep.json and the tables (see :func:`export`).
 ``--t5-biases`` also plots the learned T5 biases (scripts/plot_t5_biases.py) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
 """
@@ -23,6 +27,7 @@ import csv
 import json
 import math
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -181,6 +186,66 @@ def write_csv(path, cells, best: bool = False) -> None:
                         ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items()))])
 
 
+# what --export keeps of a run: its records and results, not its checkpoints
+EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "command.history")
+METRIC_LINE = re.compile(r"\| (?:valid on '[^']+' subset|train) \|")  # validations and epoch summaries
+
+
+def export(runs: List[dict], out: Path, dest: Path) -> int:
+    """Copy every finished run's evaluation JSONs, records (EXPORTED) and the metric lines of its train.log
+    (fairseq's validation and epoch summary lines) to DEST/<dataset>/<config>/seed<k>/, so that the table can be
+    recomputed from the repository; also sweep.json, table.md and table.csv. Returns the number of runs."""
+    n = 0
+    for r in runs:
+        src = Path(r["dir"])
+        if not (src / DONE).is_file():
+            continue
+        to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
+        (to / "eval").mkdir(parents=True, exist_ok=True)
+        for p in sorted((src / "eval").glob("*.json")):
+            shutil.copy2(p, to / "eval" / p.name)
+        for name in EXPORTED:
+            if (src / name).is_file():
+                shutil.copy2(src / name, to / name)
+        if (src / "train.log").is_file():
+            lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
+                     if METRIC_LINE.search(line)]
+            (to / "train_metrics.log").write_text("".join(lines))
+        n += 1
+    for path in [out / "sweep.json", out / "table.md", out / "table.csv", *sorted(out.glob("categories_*.md"))]:
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)
+    return n
+
+
+def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -> str:
+    """Mean exact match per category of `subset` (eval/<subset>.json's per_category), one column per
+    (dataset, configuration) with finished runs; the seeds averaged are named in the header."""
+    per: Dict[Tuple[str, str], Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    seeds: Dict[Tuple[str, str], List[int]] = defaultdict(list)
+    for r in runs:
+        path = Path(r["dir"]) / "eval" / f"{subset}.json"
+        if not (Path(r["dir"]) / DONE).is_file() or not path.is_file():
+            continue
+        result = json.loads(path.read_text())
+        for cat, v in (result.get("per_category") or {}).items():
+            per[r["dataset"], r["config"]][cat].append(float(v["accuracy"]))
+        per[r["dataset"], r["config"]]["**overall**"].append(float(result["accuracy"]))
+        seeds[r["dataset"], r["config"]].append(r["seed"])
+    if not per:
+        raise UsageError(f"no finished run has eval/{subset}.json")
+    cols = list(per)
+    cats = sorted({c for col in cols for c in per[col]} - {"**overall**"}) + ["**overall**"]
+    header = ["category"] + [f"{_label(spec, 'configurations', c)} (seeds {', '.join(map(str, seeds[d, c]))})"
+                             for d, c in cols]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for cat in cats:
+        vals = [per[col].get(cat) for col in cols]
+        lines.append("| " + " | ".join([cat] + [f"{statistics.fmean(v):.{digits}f}" if v else "" for v in vals])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
 def learning_curves(log: Path) -> Dict[str, Dict[int, float]]:
     """subset -> {num_updates: accuracy} from a fairseq train.log (a later line for the same update wins,
     e.g. after a resume)."""
@@ -270,6 +335,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--plots", help="default OUT/plots")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--t5-biases", action="store_true", help="also plot learned T5 biases of T5 runs")
+    p.add_argument("--categories", metavar="SUBSET",
+                   help="also write OUT/categories_SUBSET.md: mean exact match per category of SUBSET "
+                        "(eval/SUBSET.json's per_category, e.g. COGS gen)")
+    p.add_argument("--export", metavar="DIR",
+                   help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
+                        "JSONs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
+                        "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
     out = Path(a.out)
     spec, runs, cells = collect(out)
@@ -280,6 +352,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Path(a.markdown or out / "table.md").write_text(md)
     write_csv(a.csv or out / "table.csv", cells, a.best)
     print(md, end="")
+    if a.categories:
+        cat_md = category_table(spec, runs, a.categories)
+        (out / f"categories_{a.categories}.md").write_text(cat_md)
+        print(cat_md, end="")
+    if a.export:
+        n = export(runs, out, Path(a.export))
+        print(f"export: {n} finished runs -> {a.export}")
     if not a.no_plots:
         plots = Path(a.plots or out / "plots")
         for path in plot_curves(spec, runs, plots, a.scale):
