@@ -10,7 +10,7 @@ setup(
     # to be installed first (scripts/setup.sh) so that pip does not pull a multi-GB CUDA build.
     install_requires=["fairseq-fixed==0.12.3.1", "torch>=2.0", "numpy", "sacrebleu>=2", "pyyaml",
                       "sentencepiece", "sacremoses", "subword-nmt"],
-    extras_require={"plots": ["matplotlib"]},
+    extras_require={"plots": ["matplotlib"], "tb": ["tensorboardX"]},  # tb: fairseq-train --tensorboard-logdir
     entry_points={
         "console_scripts": [
             "compgen-score=fairseq_compgen.scoring.exact_match:main",
