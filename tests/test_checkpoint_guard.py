@@ -178,3 +178,16 @@ def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
                                   "nsentences": total, "sample_size": 1}], criterion)
         values = agg.get_smoothed_values()
     assert values["accuracy"] == round(expected, 4) and values["skipped"] == 5
+
+
+def test_misused_commands_say_so_in_one_line(tmp_path):
+    """Found by trying misuses: a tagging folder given to --task compgen (fairseq: 'Could not infer language
+    pair' traceback) and a file that is not fairseq-generate output given to compgen-score (a traceback)."""
+    folder = tmp_path / "tagging"
+    folder.mkdir()
+    (folder / "dict.src.txt").write_text("a 1\n")
+    one_line_error(train(folder, tmp_path / "run", ok=False), f"{folder}: no binarized language pair",
+                   "--task cogs_tagging")
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    one_line_error(run([BIN / "compgen-score", text], ok=False), f"{text}: no T-/H- lines found")

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from fairseq_compgen.data.io import DataError, atomic_write_text
+from fairseq_compgen.errors import UsageError
 
 Tokens = Union[str, Sequence[str]]
 
 _LINE_RE = re.compile(r"^([A-Z])-(\d+)\t(.*)$")
 
 
-class ScoringError(ValueError):
+class ScoringError(UsageError):
     """The generate output cannot be scored (missing hypothesis/reference, count mismatch...)."""
 
 

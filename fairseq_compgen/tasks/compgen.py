@@ -98,6 +98,17 @@ def _sum(logging_outputs, key):
 class CompgenTask(TranslationTask):
     cfg: CompgenConfig
 
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        try:
+            return super().setup_task(cfg, **kwargs)
+        except Exception as e:  # fairseq raises a bare Exception here
+            if "Could not infer language pair" not in str(e):
+                raise
+            raise UsageError(f"{cfg.data}: no binarized language pair (train.SRC-TGT.SRC.idx) to infer --source-lang "
+                             f"/ --target-lang from: not a folder made by data-prep (a COGS tagging folder needs "
+                             f"--task cogs_tagging)") from None
+
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
