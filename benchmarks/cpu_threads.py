@@ -21,7 +21,9 @@ def step_ms(arch: str, steps: int) -> float:
     import torch
     import torch.nn.functional as F
 
-    import fairseq_compgen  # noqa: F401
+    import fairseq_compgen
+
+    fairseq_compgen.register()
     from fairseq_compgen.models.standalone import build_model
 
     torch.manual_seed(0)

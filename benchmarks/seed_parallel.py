@@ -30,7 +30,9 @@ def main(argv=None):
     import torch.nn.functional as F
     from torch.func import functional_call, stack_module_state, vmap
 
-    import fairseq_compgen  # noqa: F401
+    import fairseq_compgen
+
+    fairseq_compgen.register()
     from fairseq_compgen.models.standalone import build_model
 
     torch.set_num_threads(a.threads)

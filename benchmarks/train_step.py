@@ -24,7 +24,9 @@ def measure(arch: str, stock: bool, a) -> dict:
     import torch
     import torch.nn.functional as F
 
-    import fairseq_compgen  # noqa: F401
+    import fairseq_compgen
+
+    fairseq_compgen.register()
     from fairseq_compgen.models.standalone import build_model
 
     torch.manual_seed(0)
@@ -95,7 +97,8 @@ def main(argv=None):
     if a._one:
         print(json.dumps(measure(a._one[0], a._one[1] == "1", a)))
         return
-    import fairseq_compgen  # noqa: F401
+    import fairseq_compgen
+    fairseq_compgen.register()
     from fairseq_compgen.models.standalone import compgen_archs
 
     suffixes = ("_scan", "_cfq", "_pcfg", "_cogs", "_math", "_iwslt", "_flores", "_noun_adj")
@@ -137,7 +140,8 @@ def main(argv=None):
 
 
 def _size_key(arch: str):
-    import fairseq_compgen  # noqa: F401
+    import fairseq_compgen
+    fairseq_compgen.register()
     from fairseq_compgen.models.standalone import build_model
 
     e = build_model(arch).encoder.args

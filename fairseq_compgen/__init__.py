@@ -1,18 +1,27 @@
 """fairseq_compgen: Transformer variants, benchmarks and evaluation for compositional generalization.
 
 Use as a fairseq plugin: `fairseq-train --user-dir fairseq_compgen --task compgen --arch rel_uni_transformer ...`.
-Importing the package registers its models, architectures and tasks with fairseq.
+fairseq imports this package for `--user-dir`; it is imported after fairseq, so the package registers its models,
+architectures, tasks and criterions with fairseq at once. Imported on its own (the console commands
+`compgen-score`, `compgen-sweep`, `compgen-aggregate`), it does not import fairseq or torch, so those start fast;
+Python code that wants the registered models calls :func:`register` (idempotent) first.
 """
-import os
+import sys
 
-# fairseq checkpoints pickle argparse Namespaces and omegaconf configs; torch >= 2.6 refuses them under its
-# default torch.load(weights_only=True), which breaks fairseq-generate and resuming (fairseq-host.md, trap 2).
-# fairseq loads only checkpoints the user points it at, so restore the pre-2.6 default unless the user set it.
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-
-from fairseq_compgen import criterions, models, modules, tasks  # noqa: E402,F401
-from fairseq_compgen.errors import install_excepthook  # noqa: E402
-
-install_excepthook()  # uncaught UsageErrors print as one line (errors.py)
+from fairseq_compgen.errors import install_excepthook
 
 __version__ = "0.1.0"
+
+
+def register() -> None:
+    """Register our models, architectures, tasks and criterions with fairseq, and scope fairseq's checkpoint
+    loading (checkpoint_loading.py). Idempotent: modules register once, when first imported."""
+    from fairseq_compgen import criterions, models, modules, tasks  # noqa: F401
+    from fairseq_compgen.checkpoint_loading import wrap_fairseq_loader
+
+    wrap_fairseq_loader()
+
+
+install_excepthook()  # uncaught UsageErrors print as one line (errors.py)
+if "fairseq" in sys.modules:  # imported by fairseq (--user-dir), or after it
+    register()

@@ -11,7 +11,7 @@ encoder-only `compgen_tagger` archs).
 import argparse
 import sys
 
-import fairseq_compgen  # noqa: F401  (registers everything)
+import fairseq_compgen
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
@@ -19,6 +19,8 @@ from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
 from fairseq_compgen.models.tagger import CompgenTaggerModel
 from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig
 from fairseq_compgen.tasks.compgen import CompgenConfig
+
+fairseq_compgen.register()
 
 
 def main(argv=None):

@@ -54,8 +54,6 @@ else
 fi
 [ "$pattern" = '*.parent' ] || ls "$data"/train.*.idx > /dev/null 2>&1 || {
   echo "train.sh: $data has dictionaries but no binarized train subset (train.*.idx): re-run the data-prep command" >&2; exit 2; }
-# torch >= 2.6 loads with weights_only=True, which fairseq's checkpoints (argparse.Namespace) fail: resuming needs this.
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=${TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD:-1}
 mkdir -p "$save"
 
 if [ -n "$preset" ]; then

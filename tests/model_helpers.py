@@ -2,9 +2,11 @@
 import importlib.util
 from pathlib import Path
 
-import fairseq_compgen  # noqa: F401  (registers models)
+import fairseq_compgen
 from fairseq_compgen.models.standalone import build_model as build  # noqa: F401
 from fairseq_compgen.models.standalone import compgen_archs, make_dictionary  # noqa: F401
+
+fairseq_compgen.register()
 
 
 def data_prep_script(name: str):

@@ -191,3 +191,34 @@ def test_misused_commands_say_so_in_one_line(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
     one_line_error(run([BIN / "compgen-score", text], ok=False), f"{text}: no T-/H- lines found")
+
+
+def test_weights_only_relaxation_is_scoped_to_fairseqs_loader(trained, tmp_path):
+    """Importing the plugin used to set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the process: now only fairseq's
+    checkpoint loader loads pickled configs; a plain torch.load keeps torch's safe default."""
+    code = f"""
+import argparse, os, torch
+import fairseq
+import fairseq_compgen
+from fairseq import checkpoint_utils
+assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ
+state = checkpoint_utils.load_checkpoint_to_cpu({str(trained / 'checkpoint_last.pt')!r})
+assert state["cfg"]["model"].arch == "rel_uni_transformer_scan"
+torch.save({{"args": argparse.Namespace(a=1)}}, {str(tmp_path / 'pickled.pt')!r})
+try:
+    torch.load({str(tmp_path / 'pickled.pt')!r})
+except Exception as e:
+    print("refused:", type(e).__name__)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and "refused: UnpicklingError" in p.stdout, p.stderr[-2000:]
+
+
+def test_console_commands_do_not_import_fairseq_or_torch():
+    """compgen-score / compgen-sweep / compgen-aggregate start without importing fairseq (about 5 s of imports
+    before; registration happens when fairseq imports the plugin, or on fairseq_compgen.register())."""
+    code = ("import sys, fairseq_compgen.scoring.exact_match, fairseq_compgen.pipelines.sweep, "
+            "fairseq_compgen.pipelines.aggregate; print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]

@@ -169,7 +169,7 @@ def _preset(col):
 
 
 def _env():
-    env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
 

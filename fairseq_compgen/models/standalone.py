@@ -25,6 +25,9 @@ def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, joined: Opti
     """A model of any registered `arch` (ours or fairseq's), dictionaries of 4 specials + n words each;
     `overrides` are model flags as attribute names (e.g. encoder_layers=2). `joined`: one dictionary of
     `src_words` words for both sides; by default only when the model needs one (the copy decoder)."""
+    import fairseq_compgen
+
+    fairseq_compgen.register()
     args = argparse.Namespace(arch=arch, **overrides)
     ARCH_CONFIG_REGISTRY[arch](args)
     if joined is None:
@@ -35,6 +38,9 @@ def build_model(arch: str, src_words: int = 11, tgt_words: int = 3, joined: Opti
 
 def compgen_archs():
     """Every encoder-decoder architecture registered by this package, sorted."""
+    import fairseq_compgen
+
+    fairseq_compgen.register()
     return sorted(a for a, cls in ARCH_MODEL_REGISTRY.items()  # encoder-only taggers (tagger_archs) are not here
                   if cls.__module__.startswith("fairseq_compgen") and issubclass(cls, FairseqEncoderDecoderModel))
 

@@ -163,9 +163,10 @@ def known_presets() -> List[str]:
 
 def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
     """What the schema cannot see: archs registered, presets known, data folders of the selected runs present."""
-    import fairseq_compgen  # noqa: F401  (registers the archs)
+    import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    fairseq_compgen.register()
     presets = known_presets()
     for r in runs:
         if r.arch not in ARCH_MODEL_REGISTRY:
@@ -251,10 +252,10 @@ def last_num_updates(log: Path) -> Optional[int]:
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
     """The environment for train.sh / evaluate.sh: this Python's bin folder first on PATH (fairseq-train,
-    fairseq-generate and python of the same environment), checkpoints loadable under torch >= 2.6."""
+    fairseq-generate and python of the same environment). Checkpoints load under torch >= 2.6 through the plugin
+    (fairseq_compgen/checkpoint_loading.py), not through the environment."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # busy-waiting threads slow runs that share cores (README)
     if threads:
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -46,7 +46,10 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
 
     from fairseq import checkpoint_utils
 
-    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingTask  # (importing the package registers everything)
+    import fairseq_compgen
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingTask
+
+    fairseq_compgen.register()
 
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
     model = models[0]
