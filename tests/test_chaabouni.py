@@ -96,9 +96,8 @@ def _random_inputs(seed=0, B=3, T=8, C=16, left_pad=(0, 3, 6)):
 def test_biased_attention_matches_eq3(kind, span, causal):
     torch.manual_seed(0)
     C, H = 16, 4
-    args = argparse.Namespace(rel_span=span)
     cls, formula = {"t5": (T5RelativeBias, t5_bias_formula), "fixed_span": (FixedSpanMask, fixed_span_formula)}[kind]
-    attn = MultiheadAttention(C, H, dropout=0.0, bias=True, scorer=cls(C, H, causal, args)).eval()
+    attn = MultiheadAttention(C, H, dropout=0.0, bias=True, scorer=cls(C, H, causal, span=span)).eval()
     if kind == "t5":  # the table starts at 0: make every entry distinct
         with torch.no_grad():
             attn.scorer.relative_bias.normal_(0, 2.0)
@@ -112,7 +111,7 @@ def test_biased_attention_matches_eq3(kind, span, causal):
 
 
 def test_t5_bias_is_one_per_batch_and_clipped():
-    scorer = T5RelativeBias(16, 4, False, argparse.Namespace(rel_span=2))
+    scorer = T5RelativeBias(16, 4, False, span=2)
     with torch.no_grad():
         scorer.relative_bias.copy_(torch.arange(20.0).view(4, 5))
     q = torch.zeros(7, 4, 3, 4)  # a batch of 7: the bias must not depend on it
@@ -126,7 +125,7 @@ def test_t5_bias_is_one_per_batch_and_clipped():
 
 def test_fixed_span_blocks_with_a_finite_minus_infinity():
     """Exactly 0 weight beyond the span, yet a row whose in-span keys are all padding stays finite."""
-    scorer = FixedSpanMask(16, 4, False, argparse.Namespace(rel_span=1))
+    scorer = FixedSpanMask(16, 4, False, span=1)
     bias = scorer.bias(torch.zeros(1, 4, 5, 4), torch.arange(5), torch.arange(5), scale=1.0)  # [Tq, Tk]
     assert bias.shape == (5, 5) and torch.isfinite(bias).all()
     assert (bias[(torch.arange(5)[:, None] - torch.arange(5)).abs() <= 1] == 0).all()

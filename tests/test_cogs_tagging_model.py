@@ -76,7 +76,7 @@ def test_attention_parent_head_with_rel_eb_matches_the_formula():
     (one head of size d, the code's 33 relative embeddings of size d and biases), padded keys -inf."""
     torch.manual_seed(0)
     d, B, S, R = 8, 2, 20, 16
-    scorer = build_scorer("rel-eb", embed_dim=d, num_heads=1, causal=False, args=argparse.Namespace(rel_radius=R))
+    scorer = build_scorer("rel-eb", embed_dim=d, num_heads=1, causal=False, radius=R)
     head = AttentionParentHead(d, scorer=scorer)
     assert scorer.rel_embedding.shape == (2 * R + 1, d) and scorer.rel_bias.shape == (2 * R + 1,)
     x = torch.randn(B, S, d)

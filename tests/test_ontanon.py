@@ -18,7 +18,7 @@ R = 16
 
 def _attn(kind, C=16, H=2, cross=False, seed=0):
     torch.manual_seed(seed)
-    scorer = SCORERS[kind](embed_dim=C, num_heads=H, causal=False, args=None) if kind else None
+    scorer = SCORERS[kind](embed_dim=C, num_heads=H, causal=False) if kind else None
     return MultiheadAttention(C, H, bias=True, scorer=scorer, key_positions_from_padding=cross).eval()
 
 
@@ -110,9 +110,7 @@ def test_rel0_cross_attention_has_parameters_but_no_effect(kind):
 
 
 def test_radius_flag():
-    import argparse
-
-    sc = SCORERS["rel-eb"](embed_dim=16, num_heads=2, causal=False, args=argparse.Namespace(rel_radius=3))
+    sc = SCORERS["rel-eb"](embed_dim=16, num_heads=2, causal=False, radius=3)
     assert sc.rel_embedding.shape == (7, 8) and sc.rel_bias.shape == (7,)
 
 

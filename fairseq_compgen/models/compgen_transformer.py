@@ -54,6 +54,11 @@ def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
     return TokenEmbedding(len(dictionary), dim, dictionary.pad(), scaling, dropout, positions=absolute)
 
 
+def _scorer_options(args) -> dict:
+    """The position scorers' own options, from the model flags (--rel-span, --rel-radius)."""
+    return dict(span=args.rel_span, radius=getattr(args, "rel_radius", None))
+
+
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
     if getattr(args, "qk_norm", "none") not in (None, "none") and args.self_attn_type != "linear":
         raise UsageError(f"--qk-norm {args.qk_norm} needs --self-attn-type linear")
@@ -68,7 +73,7 @@ def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
         return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
     if args.self_attn_type != "attention":
         raise UsageError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
-    scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, args=args)
+    scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, **_scorer_options(args))
     return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
 
 
@@ -116,7 +121,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
                                        bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim,
                                        scorer=build_scorer(getattr(args, "cross_attn_pos", None), embed_dim=dim,
                                                            num_heads=args.decoder_attention_heads, causal=False,
-                                                           args=args),
+                                                           **_scorer_options(args)),
                                        key_positions_from_padding=True)
             if args.self_attn_type == "linear":  # a Linear Transformer: cross-attention is linear as well
                 if getattr(args, "cross_attn_pos", None) not in (None, "none"):

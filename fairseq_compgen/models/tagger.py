@@ -21,7 +21,8 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from torch import nn
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, _embedding
+from fairseq_compgen.models.compgen_transformer import (CompgenEncoder, CompgenTransformerModel, _embedding,
+                                                        _scorer_options)
 from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
 from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
@@ -39,7 +40,7 @@ class CompgenTaggerModel(BaseFairseqModel):
         pos = args.tagger_parent_pos
         if pos in (None, "inherit"):  # the encoder's scorer, for the attention head only
             pos = args.self_attn_pos if args.tagger_parent_head == "attention" else "none"
-        scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, args=args)
+        scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, **_scorer_options(args))
         if scorer is not None and args.tagger_parent_head != "attention":
             raise UsageError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "
                              f"(got {args.tagger_parent_head}; use --tagger-parent-pos none)")

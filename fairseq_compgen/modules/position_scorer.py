@@ -5,8 +5,11 @@ A scorer is asked, for queries at absolute positions `q_pos` [Tq] and keys at `k
   * `bias(q, q_pos, k_pos, scale)`: additive logits broadcastable to [B, H, Tq, Tk] (already scaled), or None.
 During incremental decoding q_pos holds the current step, so every scorer works step by step.
 
-Scorers register themselves by name with `@register_scorer("name")`; `--self-attn-pos NAME` picks one.
+Scorers register themselves by name with `@register_scorer("name")`; `--self-attn-pos NAME` picks one. Each
+takes typed arguments (embed_dim, num_heads, causal, and its own: `span` for t5 / fixed_span, `radius` for the
+rel-* labels), so it can be used from plain PyTorch with `MultiheadAttention(..., scorer=...)`.
 """
+import inspect
 from typing import Callable, Dict, Optional
 
 import torch.nn as nn
@@ -37,13 +40,18 @@ class PositionScorer(nn.Module):
         return None
 
 
-def build_scorer(name: str, *, embed_dim: int, num_heads: int, causal: bool, args) -> Optional[nn.Module]:
-    """`name` "none" -> None; otherwise the registered scorer built from the model's args."""
+def build_scorer(name: Optional[str], *, embed_dim: int, num_heads: int, causal: bool,
+                 **options) -> Optional[nn.Module]:
+    """`name` "none" -> None; otherwise the registered scorer, given those `options` (e.g. span=4, radius=16)
+    that its constructor takes."""
     if name in (None, "none"):
         return None
     if name not in SCORERS:
         raise UsageError(f"unknown position scorer {name!r}; choose from none, {', '.join(sorted(SCORERS))}")
-    return SCORERS[name](embed_dim=embed_dim, num_heads=num_heads, causal=causal, args=args)
+    cls = SCORERS[name]
+    accepted = inspect.signature(cls).parameters
+    return cls(embed_dim=embed_dim, num_heads=num_heads, causal=causal,
+               **{k: v for k, v in options.items() if k in accepted})
 
 
 def relative_distances(q_pos: Tensor, k_pos: Tensor) -> Tensor:

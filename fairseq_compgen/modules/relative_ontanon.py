@@ -22,6 +22,8 @@ In decoder-to-encoder attention (`--cross-attn-pos`):
 
 q.r_c is computed once per label ([B, H, Tq, 2R+1]) and gathered into [B, H, Tq, Tk] (`gather_labels`).
 """
+from typing import Optional
+
 import torch
 import torch.nn as nn
 from torch import Tensor
@@ -64,9 +66,8 @@ class OntanonRelative(PositionScorer):
     use_bias = True
     constant_label = False  # the authors' `rel-*` cross-attention: every pair gets label l_0
 
-    def __init__(self, embed_dim: int, num_heads: int, causal: bool, args=None):
+    def __init__(self, embed_dim: int, num_heads: int, causal: bool, radius: Optional[int] = DEFAULT_RADIUS):
         super().__init__()
-        radius = getattr(args, "rel_radius", None)
         self.radius = int(DEFAULT_RADIUS if radius is None else radius)  # 0 is refused below, not replaced
         if self.radius < 1:
             raise UsageError(f"--rel-radius must be >= 1, got {self.radius}")

@@ -22,7 +22,7 @@ from fairseq_compgen.modules.positions import sinusoid
 
 @register_scorer("txl")
 class TransformerXLScorer(PositionScorer):
-    def __init__(self, embed_dim: int, num_heads: int, causal: bool, args=None):
+    def __init__(self, embed_dim: int, num_heads: int, causal: bool):
         super().__init__()
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads

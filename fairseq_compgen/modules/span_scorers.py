@@ -60,9 +60,9 @@ def blocked_logit(dtype: torch.dtype) -> float:
 class T5RelativeBias(PositionScorer):
     """b_ij = relative_bias[h, clip(j - i, -s, s) + s]; parameters: relative_bias [H, 2s+1]."""
 
-    def __init__(self, embed_dim: int, num_heads: int, causal: bool, args):
+    def __init__(self, embed_dim: int, num_heads: int, causal: bool, span: int = 4):
         super().__init__()
-        self.span = check_span(args.rel_span)
+        self.span = check_span(span)
         self.relative_bias = nn.Parameter(torch.zeros(num_heads, 2 * self.span + 1))  # [H, 2s+1]
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float) -> Tensor:
@@ -74,9 +74,9 @@ class T5RelativeBias(PositionScorer):
 class FixedSpanMask(PositionScorer):
     """b_ij = -inf if |i - j| > s else 0; no parameters."""
 
-    def __init__(self, embed_dim: int, num_heads: int, causal: bool, args):
+    def __init__(self, embed_dim: int, num_heads: int, causal: bool, span: int = 4):
         super().__init__()
-        self.span = check_span(args.rel_span)
+        self.span = check_span(span)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float) -> Tensor:
         _, inside = relative_window(q_pos, k_pos, self.span)  # [Tq, Tk]
