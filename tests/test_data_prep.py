@@ -682,3 +682,39 @@ def test_download_refuses_a_corrupt_archive_and_a_corrupt_cached_copy(tmp_path, 
     (cache / "cfq1.1.tar.gz.sha256").unlink()  # a copy cached by an older version: no record
     with pytest.raises(ArchiveError, match=r"corrupt or truncated archive.*cached download: delete it"):
         cfq.load_from_tarball(tb, ["mcd1"])
+
+
+# ------------------------------------------------------------------- line numbers that point at the right place
+def test_math_error_in_an_answer_names_the_answer_line(tmp_path):
+    """The position in a bad answer used to be reported at its question's line."""
+    path = tmp_path / "m.txt"
+    path.write_text("What is 1 + 1?\n2\nWhat is 2 + 2?\nfour_4\n")
+    with pytest.raises(DataError, match=rf"{path}:4: expected no '_'.*got: 'four_4'"):
+        list(md.tokenized_pairs([path]))
+
+
+def test_count_mismatch_points_at_the_first_missing_line_of_the_shorter_file(tmp_path):
+    from fairseq_compgen.data import flores
+
+    (tmp_path / "train.ne").write_text("a\nb\nc\n")
+    (tmp_path / "train.en").write_text("a\nb\n")
+    with pytest.raises(DataError, match=rf"{tmp_path / 'train.en'}:3: expected as many lines as train.ne \(3\), got 2"):
+        flores.read_train_dir(tmp_path, "ne", "en")
+
+
+def test_cogs_tagging_error_names_the_tag_file_that_is_wrong(tmp_path):
+    """A role line with the wrong number of tags used to be reported in the .parent file."""
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig, CogsTaggingTask
+
+    from fairseq_compgen.data import cogs_tagging as ct
+
+    files = {"src": "A dog ran .", "lf": "x", "parent": "-1 -1 -1 -1", "role": "_ agent _", "category": "_ CNOUN VERB _",
+             "noun_type": "_ _ _ _", "verb_name": "_ _ run _"}
+    assert set(files) - {"src", "lf"} == set(ct.FIELDS)
+    for name, line in files.items():
+        (tmp_path / f"train.{name}").write_text(line + "\n")
+    task = CogsTaggingTask.__new__(CogsTaggingTask)
+    task.cfg = CogsTaggingConfig(data=str(tmp_path))
+    task.datasets = {}
+    with pytest.raises(DataError, match=rf"{tmp_path / 'train.role'}:1: 4 tags \(one per token"):
+        task.load_dataset("train")

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.io import DataError, decode_utf8, read_data_lines, reading_archive, split_data_lines
+from fairseq_compgen.data.io import (DataError, count_mismatch, decode_utf8, read_data_lines, reading_archive,
+                                     split_data_lines)
 from fairseq_compgen.errors import MissingFileError, UsageError
 
 URL = ("https://github.com/facebookresearch/flores/raw/main/previous_releases/floresv1/data/"
@@ -78,8 +79,8 @@ def read_sets(archive, pair: str) -> Dict[str, Dict[str, List[str]]]:
                         raise DataError(f"{archive}:{name}", i, "empty line", line)
                 out[s][lang] = lines
             if len(out[s][xx]) != len(out[s]["en"]):
-                raise DataError(f"{archive}:wikipedia.{s}.{pair}.en", 1,
-                                f"{len(out[s]['en'])} lines but the {xx} side has {len(out[s][xx])}")
+                raise count_mismatch((f"{archive}:wikipedia.{s}.{pair}.{xx}", f"{archive}:wikipedia.{s}.{pair}.en"),
+                                     (len(out[s][xx]), len(out[s]["en"])))
     return out
 
 
@@ -89,7 +90,7 @@ def read_train_dir(train_dir, src: str, tgt: str) -> List[Tuple[str, str]]:
     for lang in (src, tgt):
         sides.append(read_data_lines(d / f"train.{lang}", "FLoRes training file (floresv1 download-data.sh makes it)"))
     if len(sides[0]) != len(sides[1]):
-        raise DataError(d / f"train.{tgt}", 1, f"{len(sides[1])} lines but train.{src} has {len(sides[0])}")
+        raise count_mismatch((d / f"train.{src}", d / f"train.{tgt}"), (len(sides[0]), len(sides[1])))
     return [(s, t) for s, t in zip(*sides) if s.strip() and t.strip()]
 
 

@@ -187,6 +187,14 @@ def split_data_lines(path: PathLike, text: str, complete: bool = False) -> list:
     return lines
 
 
+def count_mismatch(paths, counts, what: str = "lines") -> DataError:
+    """Two aligned files with different counts: a DataError at the first missing line of the shorter one."""
+    (a, b), (n, m) = paths, counts
+    short, other = (a, b) if n < m else (b, a)
+    return DataError(short, min(n, m) + 1, f"expected as many {what} as {Path(other).name} ({max(n, m)}), "
+                                         f"got {min(n, m)}")
+
+
 def read_data_lines(path: PathLike, what: str = "data file", complete: bool = False) -> list:
     """The lines of a text data file (without newlines); empty lines at its end are dropped.
 

@@ -90,10 +90,14 @@ def tokenized_pairs(paths: Iterable[Path]) -> Iterator[Pair]:
     """Character-tokenized pairs of several files, in order; errors name file:line."""
     for path in paths:
         for k, (q, a) in enumerate(read_pairs(path)):
-            try:
-                yield char_tokens(q), char_tokens(a)
-            except ValueError as e:
-                raise DataError(path, 2 * k + 1, f"expected no {SPACE!r} in a question or answer ({e})") from None
+            tokens = []
+            for lineno, line in ((2 * k + 1, q), (2 * k + 2, a)):  # the question's line, then the answer's
+                try:
+                    tokens.append(char_tokens(line))
+                except ValueError as e:
+                    raise DataError(path, lineno, f"expected no {SPACE!r} in a question or answer ({e})",
+                                    line) from None
+            yield tokens[0], tokens[1]
 
 
 def load(module: str, math_dir: Path) -> Dict[str, Iterator[Pair]]:

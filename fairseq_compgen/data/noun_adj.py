@@ -34,7 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.data.io import count_mismatch, read_data_lines
 from fairseq_compgen.data.iwslt14 import clean_corpus, moses_tokenize
 from fairseq_compgen.errors import UsageError
 
@@ -126,7 +126,7 @@ def read_europarl(en_path, fr_path) -> Tuple[List[Tuple[int, str, str]], Dict[st
     for p in (en_path, fr_path):
         sides.append(read_data_lines(p, "Europarl"))
     if len(sides[0]) != len(sides[1]):
-        raise DataError(fr_path, len(sides[1]), f"{len(sides[1])} lines but {Path(en_path).name} has {len(sides[0])}")
+        raise count_mismatch((en_path, fr_path), (len(sides[0]), len(sides[1])))
     kept, dropped = [], {"empty_en": 0, "empty_fr": 0}
     for i, (en, fr) in enumerate(zip(*sides), start=1):
         if not en.strip():

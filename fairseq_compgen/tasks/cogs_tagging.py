@@ -165,12 +165,17 @@ class CogsTaggingTask(FairseqTask):
         cols = {f: _read(f"{base}.{f}") for f in ct.FIELDS}
         tags = []
         for k, s in enumerate(src):
+            n = len(s.split())
+            for f in ct.FIELDS:  # name the tag file that is wrong, not always .parent
+                if k >= len(cols[f]):
+                    raise DataError(f"{base}.{f}", len(cols[f]) + 1, f"a line for every line of {base}.src "
+                                                                   f"({len(src)})")
+                if len(cols[f][k].split()) != n:
+                    raise DataError(f"{base}.{f}", k + 1, f"{n} tags (one per token of {base}.src)", cols[f][k])
             try:
                 t = ct.tags_from_lines({f: cols[f][k] for f in ct.FIELDS})
-            except (ct.TaggingError, IndexError) as e:
-                raise DataError(base + ".parent", k + 1, f"tag lines aligned with {base}.src ({e})", s) from None
-            if len(t) != len(s.split()):
-                raise DataError(base + ".parent", k + 1, f"{len(s.split())} tags (one per token)", cols["parent"][k])
+            except ct.TaggingError as e:
+                raise DataError(f"{base}.parent", k + 1, f"tag lines aligned with {base}.src ({e})", s) from None
             tags.append(t)
         self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries,
                                               self.cfg.empty_tags_as_padding,
