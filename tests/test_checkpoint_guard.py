@@ -33,7 +33,9 @@ def train(data, save, arch="rel_uni_transformer_scan", *extra, ok=True):
     return run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
                 "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "32", "--cpu",
                 "--max-update", "2", "--save-interval-updates", "1", "--keep-interval-updates", "5",
-                "--save-dir", save, "--num-workers", "0",
+                # no data-loader worker and no prefetch thread: a run that stops mid-epoch at --max-update once
+                # aborted at interpreter exit ("terminate called without an active exception", exit -6)
+                "--save-dir", save, "--num-workers", "0", "--data-buffer-size", "0",
                 *([] if "--validate-interval-updates" in extra else ["--disable-validation"]), *extra], ok=ok)
 
 

@@ -108,13 +108,18 @@ def test_cogs_end_to_end_with_categories(tmp_path, capsys):
     assert res["correct"] == 21000 - n_wrong
 
 
+def _cogs_sample(folder: Path, every: int) -> Path:
+    """Every `every`-th line of each real COGS file, written as a COGS folder."""
+    folder.mkdir()
+    for stem in ("train", "dev", "test", "gen"):
+        _tsv(folder / f"{stem}.tsv", cogs.read_tsv(COGS_DIR / f"{stem}.tsv")[::every])
+    return folder
+
+
 @needs_cogs
 def test_cogs_binaries_with_gen_cat(tmp_path):
     """... and binaries on every 10th line of the real files (fast): bin/gen.cat, no <unk> with --dict-from all."""
-    small = tmp_path / "small"
-    small.mkdir()
-    for stem in ("train", "dev", "test", "gen"):
-        _tsv(small / f"{stem}.tsv", cogs.read_tsv(COGS_DIR / f"{stem}.tsv")[::10])
+    small = _cogs_sample(tmp_path / "small", every=10)
     out = tmp_path / "cogs"
     prep = data_prep_script("cogs")
     args = ["--out", str(out), "--cogs-dir", str(small), "--no-count-check", "--joined-dictionary"]
@@ -549,10 +554,7 @@ def test_staging_folders_of_a_killed_process_are_removed(tmp_path):
 @needs_cogs
 def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
     """cogs_tagging had no count check (a COGS copy with missing lines was accepted)."""
-    small = tmp_path / "small"
-    small.mkdir()
-    for stem in ("train", "dev", "test", "gen"):
-        _tsv(small / f"{stem}.tsv", cogs.read_tsv(COGS_DIR / f"{stem}.tsv")[::100])
+    small = _cogs_sample(tmp_path / "small", every=100)
     out = tmp_path / "out"
     prep = data_prep_script("cogs_tagging")
     counts = prep.main(["--out", str(out), "--cogs-dir", str(small), "--no-count-check"])
