@@ -234,7 +234,7 @@ class CompgenTask(TranslationTask):
         total = _sum(logging_outputs, "_em_total")
         if total == 0:
             return
-        if getattr(self, "_current_skipped", 0):  # constant over the subset's batches: the meter's average is it
+        if self._current_skipped:  # constant over the subset's batches: the meter's average is it
             metrics.log_scalar("skipped", self._current_skipped, round=0)
         metrics.log_scalar_sum("_em_total", total)
         for key, name in (("_em_correct", "accuracy"), ("_em_greedy_correct", "greedy_accuracy"),
