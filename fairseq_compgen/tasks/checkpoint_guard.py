@@ -76,8 +76,9 @@ def resume_path(cfg) -> Optional[str]:
     path = os.path.join(save_dir, restore)
     if os.path.exists(path):
         return path
-    return getattr(cfg, "continue_once", None)  # first launch: fairseq's --continue-once, else nothing to resume
-    # (--finetune-from-model on a first launch is a deliberate start from other weights: not checked)
+    # first launch: fairseq's --continue-once, else nothing to resume (--finetune-from-model on a first launch is a
+    # deliberate start from other weights: not checked)
+    return getattr(cfg, "continue_once", None)
 
 
 def _flag(dest: str) -> str:
