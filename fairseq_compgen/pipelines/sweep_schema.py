@@ -87,9 +87,31 @@ def _flags_ok(value) -> bool:
         isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value))
 
 
+SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"  # the sweep files shipped with the package
+
+
+def resolve(name) -> Path:
+    """A sweep file: `name` as a path if it exists, else the packaged sweep of that name (`csordas_table3` or
+    `csordas_table3.yaml`, from fairseq_compgen/sweeps/)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = SWEEPS / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    if path.parent == Path(".") and shipped.is_file():
+        return shipped
+    known = ", ".join(sorted(p.stem for p in SWEEPS.glob("*.yaml")))
+    raise UsageError(f"sweep file not found: {name} (a path, or a packaged sweep: {known})")
+
+
+def packaged() -> list:
+    """The names of the sweeps shipped with the package."""
+    return sorted(p.stem for p in SWEEPS.glob("*.yaml"))
+
+
 def load_spec(path) -> dict:
-    """The sweep file at `path` as a plain dict with every default filled in; UsageError on any schema error."""
-    path = Path(path)
+    """The sweep file at `path` (or a packaged sweep's name, see resolve) as a plain dict with every default
+    filled in; UsageError on any schema error."""
+    path = resolve(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
