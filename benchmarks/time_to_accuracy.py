@@ -7,8 +7,8 @@ and a PNG learning curve.
         --threads 1 --out results/time_to_accuracy/scan_length26
     python benchmarks/time_to_accuracy.py --report results/time_to_accuracy/scan_length26.json   # markdown table
 
-Each (arch, seed) is one `scripts/train_csordas.sh DATASET ARCH ...` process (Table 4's hyperparameters for
-DATASET) run side by side with the others (`--jobs`, default all at once), with `--threads` intra-op threads each
+Each (arch, seed) is one `compgen train --recipe csordas/DATASET ARCH ...` process (Table 4's hyperparameters
+for DATASET) run side by side with the others (`--jobs`, default all at once), with `--threads` intra-op threads each
 (OMP_NUM_THREADS / torch threads), `--log-format json`, and validation on every subset of the data folder other
 than `train` every `--eval-every` updates. The learning curve is read from fairseq's JSON validation lines as they
 are printed; wall time is measured from the process start, CPU time from /proc (user + system of the trainer).
@@ -75,8 +75,9 @@ class Run:
         self.arch, self.seed = arch, seed
         self.save = os.path.join(a.runs, f"{arch}_s{seed}")
         os.makedirs(self.save, exist_ok=True)
-        self.cmd = ["bash", os.path.join(ROOT, "scripts", "train_csordas.sh"), a.dataset, arch, a.data, self.save,
-                    "--cpu", "--seed", str(seed), "--max-update", str(a.updates),
+        self.cmd = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", f"csordas/{a.dataset}", "--cpu",
+                    arch, a.data, self.save, "--seed", str(seed), "--max-update", str(a.updates),
+                    *(["--valid-subset", a.valid_subsets] if a.valid_subsets else []),
                     "--validate-interval-updates", str(a.eval_every), "--save-interval-updates", str(a.eval_every),
                     "--log-format", "json", "--log-interval", "100", "--num-workers", "0", *a.extra]
         self.points, self.reached, self.status = [], None, None
@@ -84,8 +85,6 @@ class Run:
     def start(self, a):
         env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads),
                    OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
-        if a.valid_subsets:
-            env["VALID_SUBSETS"] = a.valid_subsets
         self.t0 = time.time()
         self.log = open(os.path.join(self.save, "train.log"), "w")
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -179,7 +178,7 @@ def report(path: str) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", help="fairseq-preprocess folder (e.g. data/scan/length_cutoff_26/bin)")
-    p.add_argument("--dataset", default="scan", help="recipe of scripts/train_csordas.sh (default scan)")
+    p.add_argument("--dataset", default="scan", help="the recipe csordas/DATASET (default scan)")
     p.add_argument("--archs", nargs="+", default=["rel_uni_transformer_scan", "compgen_transformer_scan"])
     p.add_argument("--seeds", nargs="+", type=int, default=[1])
     p.add_argument("--updates", type=int, default=6000, help="--max-update of every run")
@@ -204,7 +203,7 @@ def main(argv=None):
     if a.target_subset not in a.subset_names:
         p.error(f"--target-subset {a.target_subset} is not among --valid-subsets {a.valid_subsets}")
     if not os.path.isfile(os.path.join(a.data, "dict.src.txt")):
-        p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. python data-prep/scan.py ...)")
+        p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. compgen prep scan --split ... --out ...)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -1,12 +1,107 @@
-"""The `compgen` command (work in progress: subcommands are being added)."""
+"""`compgen`: the toolkit's one command. Each subcommand runs Python in this process; fairseq's own commands
+(`fairseq-train --user-dir fairseq_compgen ...`, `fairseq-generate`) work beside it as always.
+
+    compgen prep DATASET ...          prepare a dataset (compgen prep --help lists them)
+    compgen recipes [NAME]            list the training recipes, or show one with its fairseq-train options
+    compgen train ...                 fairseq-train with a recipe (--dry-run prints the command)
+    compgen eval CHECKPOINT DATA ...  greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
+    compgen sweep SWEEP ...           configurations x seeds x datasets, locally or on Slurm (submitit)
+    compgen aggregate OUT ...         a sweep's tables (mean ± std over seeds) and learning curves
+    compgen score KIND LOG ...        score a fairseq-generate output: exact_match | bleu | comp
+    compgen help [ARCH]               the registered archs, or one arch's flags with its preset's defaults
+    compgen plot t5-biases CKPT ...   learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
+
+`compgen SUBCOMMAND --help` explains each. Nothing here imports fairseq or torch until a subcommand needs it, so
+`compgen --help` answers at once.
+"""
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Optional, Sequence
 
+# subcommand -> (module, function); imported only when called
+COMMANDS = {
+    "prep": ("fairseq_compgen.prep", "main"),
+    "recipes": ("fairseq_compgen.cli", "recipes_main"),
+    "train": ("fairseq_compgen.pipelines.train", "main"),
+    "eval": ("fairseq_compgen.pipelines.evaluate", "main"),
+    "sweep": ("fairseq_compgen.pipelines.sweep", "main"),
+    "aggregate": ("fairseq_compgen.pipelines.aggregate", "main"),
+    "score": ("fairseq_compgen.cli", "score_main"),
+    "help": ("fairseq_compgen.help", "main"),
+    "plot": ("fairseq_compgen.cli", "plot_main"),
+}
+SCORERS = {"exact_match": "fairseq_compgen.scoring.exact_match", "bleu": "fairseq_compgen.scoring.bleu",
+           "comp": "fairseq_compgen.scoring.comp"}
+
+
+def recipes_main(argv: Sequence[str]) -> int:
+    """compgen recipes [NAME]: the recipes, one line each; with NAME, its paper, notes and options."""
+    from fairseq_compgen import recipes
+
+    if argv and argv[0] in ("-h", "--help"):
+        print(recipes_main.__doc__)
+        return 0
+    if not argv:
+        for name in recipes.names():
+            r = recipes.get(name)
+            print(f"{name:22s} {r.paper}" + (f"  [arch {r.arch}]" if r.arch else ""))
+        return 0
+    r = recipes.get(argv[0])
+    print(f"{r.name}: {r.paper}")
+    if r.note:
+        print(f"  {r.note}")
+    if r.arch:
+        print(f"  arch it was written for: {r.arch}")
+    print(f"  fairseq-train options ({recipes.FILE}):")
+    for k, v in r.options.items():
+        v = f"noam peak {recipes.noam_peak(*v['noam'])!r} = {v['noam'][0]:g} / sqrt({v['noam'][1]:g} * {v['noam'][2]:g})" \
+            if isinstance(v, dict) else ("" if v is True else v)
+        print(f"    --{k} {v}".rstrip())
+    print(f"  the full command: compgen train --recipe {r.name} ARCH DATA SAVE --dry-run")
+    return 0
+
+
+def score_main(argv: Sequence[str]) -> int:
+    """compgen score exact_match|bleu|comp GENERATE_LOG [...]: the scorers of fairseq_compgen.scoring."""
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in SCORERS:
+        print(score_main.__doc__)
+        if argv and argv[0] not in ("-h", "--help"):
+            from fairseq_compgen.errors import UsageError
+            raise UsageError(f"compgen score: unknown scorer {argv[0]!r} (known: {', '.join(SCORERS)})")
+        return 0
+    importlib.import_module(SCORERS[argv[0]]).main(list(argv[1:]))
+    return 0
+
+
+def plot_main(argv: Sequence[str]) -> int:
+    """compgen plot t5-biases CHECKPOINT [-o OUT.png]: the learned T5 biases after a softmax over distances, per
+    head and layer (Chaabouni et al., Figure 1). Learning curves: compgen aggregate OUT writes OUT/plots/."""
+    if argv[:1] != ["t5-biases"]:
+        print(plot_main.__doc__)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    from fairseq_compgen.pipelines import t5_biases
+
+    return t5_biases.main(list(argv[1:])) or 0
+
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    raise SystemExit("compgen: not yet implemented")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from fairseq_compgen import __version__
+        print(f"compgen {__version__}")
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; compgen --help)",
+              file=sys.stderr)
+        return 2
+    module, function = COMMANDS[argv[0]]
+    rc = getattr(importlib.import_module(module), function)(argv[1:])
+    return int(rc or 0)
 
 
 if __name__ == "__main__":

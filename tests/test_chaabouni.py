@@ -361,7 +361,7 @@ def test_plot_t5_biases_writes_a_png(tmp_path):
     ckpt = tmp_path / "checkpoint_last.pt"
     torch.save({"model": model.state_dict(), "args": model.encoder.args}, ckpt)
     out = tmp_path / "t5.png"
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_t5_biases.py"), str(ckpt), "-o", str(out)],
+    res = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "plot", "t5-biases", str(ckpt), "-o", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "5 attention modules" in res.stdout  # 2 encoder + 3 decoder layers
@@ -369,11 +369,8 @@ def test_plot_t5_biases_writes_a_png(tmp_path):
 
 
 def test_plot_preferences_are_softmax_over_reachable_distances():
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import plot_t5_biases as plot
-    finally:
-        sys.path.pop(0)
+    from fairseq_compgen.pipelines import t5_biases as plot
+
     model = build("sag_t5_transformer", rel_span=2, **SMALL)
     biases = plot.relative_biases(model.state_dict())
     assert sorted(biases) == [("decoder", 0), ("decoder", 1), ("decoder", 2), ("encoder", 0), ("encoder", 1)]
@@ -387,7 +384,7 @@ def test_plot_preferences_are_softmax_over_reachable_distances():
 def test_plot_refuses_a_checkpoint_without_t5_biases(tmp_path):
     ckpt = tmp_path / "no_t5.pt"
     torch.save({"model": build("sag_fixed_span_transformer", **SMALL).state_dict()}, ckpt)
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_t5_biases.py"), str(ckpt), "-o",
+    res = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "plot", "t5-biases", str(ckpt), "-o",
                           str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "no T5 relative biases" in res.stderr
     assert not (tmp_path / "x.png").exists()

@@ -1,6 +1,6 @@
 """The COGS tagging model of Ontañón et al. (2022), "Making Transformers Solve Compositional Tasks", §4.5.1
 (spec_001 §6.1, Tables 5 and 12): the three parent heads against direct implementations, the 12 presets,
-training with fairseq-train (scripts/train.sh) and decoding + per-category scoring (scripts/evaluate.sh)."""
+training with fairseq-train (compgen train) and decoding + per-category scoring (compgen eval)."""
 
 import argparse
 import json
@@ -177,7 +177,7 @@ def _env():
 @needs_cogs
 @pytest.mark.parametrize("head", ["absolute", "relative", "attention"])
 def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
-    """train.sh on 24 training sentences until they are memorized; evaluate.sh decodes the same sentences
+    """compgen train on 24 training sentences until they are memorized; compgen eval decodes the same sentences
     (copied as the gen subset, with categories) and scores them: exact match 1, per category, every example."""
     _, small = _tiny_task(tmp_path, n=24)
     for f in ("src", "lf", *ct.FIELDS):  # gen := train, so a memorized model must score 1 there
@@ -185,15 +185,14 @@ def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
     (small / "gen.cat").write_text("".join(f"cat{i % 3}\n" for i in range(24)))
     save = tmp_path / "ckpt"
     train = subprocess.run(
-        ["bash", str(REPO / "scripts" / "train.sh"), "--cpu", f"ontanon_tagging_rel_eb_small_2s_{head}", str(small),
+        [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", f"ontanon_tagging_rel_eb_small_2s_{head}", str(small),
          str(save), "--lr", "3e-3", "--batch-size", "8", "--max-update", "240", "--valid-subset", "gen",
          "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
         capture_output=True, text=True, env=_env(), timeout=600)
     assert train.returncode == 0, train.stderr[-3000:]
     assert "--task cogs_tagging --criterion cogs_tagging" in (save / "command.txt").read_text()
-    ev = subprocess.run(["bash", str(REPO / "scripts" / "evaluate.sh"), str(save / "checkpoint_last.pt"), str(small),
-                         "gen", "valid"], capture_output=True, text=True, env=dict(_env(), GENERATE_FLAGS="--cpu"),
-                        timeout=600)
+    ev = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(save / "checkpoint_last.pt"),
+                         str(small), "gen", "valid", "--cpu"], capture_output=True, text=True, env=_env(), timeout=600)
     assert ev.returncode == 0, ev.stderr[-3000:]
     gen = json.loads((save / "eval" / "gen.json").read_text())
     assert gen["n"] == 24 and gen["accuracy"] == 1.0, (save / "eval" / "gen.table.txt").read_text()

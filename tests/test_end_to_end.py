@@ -1,5 +1,6 @@
-"""SCAN end to end with the real fairseq commands: data-prep, fairseq-train (validation accuracy), resume,
-fairseq-generate, scoring; every input gets a hypothesis; our validation decoder equals fairseq's greedy search."""
+"""SCAN end to end with the real commands: compgen prep, compgen train (fairseq-train in-process: validation
+accuracy, resume, run records), fairseq-generate, scoring, compgen eval; every input gets a hypothesis; our
+validation decoder equals fairseq's greedy search."""
 import json
 import os
 import re
@@ -11,6 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]
+TRAIN = [*COMPGEN, "train", "--recipe", "csordas/scan", "--cpu", "rel_uni_transformer"]
 TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 32 --decoder-embed-dim 32 "
         "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 4 "
         "--decoder-attention-heads 4").split()
@@ -26,14 +29,14 @@ def run(cmd, **kw):
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
     out = tmp_path_factory.mktemp("scan")
-    run([sys.executable, "data-prep/scan.py", "--split", "length_cutoff_26", "--out", out])
+    run([*COMPGEN, "prep", "scan", "--split", "length_cutoff_26", "--out", out])
     return out / "length_cutoff_26" / "bin"
 
 
 @pytest.fixture(scope="module")
 def trained(scan, tmp_path_factory):
     save = tmp_path_factory.mktemp("run")
-    log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
+    log = run([*TRAIN, scan, save, *TINY,
                "--batch-size", "64", "--max-update", "30", "--validate-interval-updates", "30",
                "--save-interval-updates", "30", "--log-interval", "10", "--num-workers", "0", "--eval-greedy"])
     return save, log
@@ -41,12 +44,13 @@ def trained(scan, tmp_path_factory):
 
 def test_training_logs_accuracy_on_every_valid_subset(trained):
     save, log = trained
-    for subset in ("valid", "gen"):
-        m = re.search(rf"valid on '{subset}' subset \|.*\| accuracy ([0-9.]+) \| greedy_accuracy ([0-9.]+) \|"
-                      rf".*num_updates 30", log)
-        assert m, f"no accuracy logged for {subset}:\n{log[-2000:]}"
-        assert 0.0 <= float(m.group(1)) <= 1.0
-        assert m.group(1) == m.group(2)  # teacher-forced verdict == step-by-step greedy decoding (--eval-greedy)
+    for subset in ("valid", "gen"):  # the recipes log JSON: `| INFO | SUBSET | {"SUBSET_accuracy": ...}`
+        records = [json.loads(m) for m in re.findall(rf"\| {subset} \| (\{{.*\}})$", log, flags=re.M)]
+        r = next((r for r in records if r.get(f"{subset}_num_updates") == "30"), None)
+        assert r, f"no validation record for {subset}:\n{log[-2000:]}"
+        assert 0.0 <= float(r[f"{subset}_accuracy"]) <= 1.0
+        # teacher-forced verdict == step-by-step greedy decoding (--eval-greedy)
+        assert r[f"{subset}_accuracy"] == r[f"{subset}_greedy_accuracy"]
     assert (save / "checkpoint_last.pt").exists() and (save / "command.txt").exists()
 
 
@@ -55,13 +59,9 @@ def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
     save, _ = trained
     ckpt = save / "checkpoint_last.pt"
     before = (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text())
-    log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
-               "--batch-size", "64", "--max-update", "30", "--num-workers", "0"])
+    log = run([*TRAIN, scan, save, *TINY, "--batch-size", "64", "--max-update", "30", "--num-workers", "0"])
     assert f"{ckpt} is at 30 updates and --max-update is 30: already finished, nothing to train" in log
     assert (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text()) == before
-    log = run(["bash", "scripts/train.sh", "--preset", "scan", "--cpu", "rel_uni_transformer", scan, save, *TINY,
-               "--batch-size", "64", "--max-update", "30", "--num-workers", "0"])  # the sweeps' path
-    assert "already finished, nothing to train" in log and ckpt.stat().st_mtime_ns == before[0]
 
 
 def test_a_failed_command_keeps_the_recorded_one(trained, scan):
@@ -69,8 +69,8 @@ def test_a_failed_command_keeps_the_recorded_one(trained, scan):
     save, _ = trained
     before = (save / "command.txt").read_text()
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
-    p = subprocess.run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", str(scan), str(save),
-                        "--cpu", "--max-updates", "40"], cwd=REPO, env=env, capture_output=True, text=True)
+    p = subprocess.run([*TRAIN, str(scan), str(save), "--max-updates", "40"], cwd=REPO, env=env,
+                       capture_output=True, text=True)
     assert p.returncode != 0 and (save / "command.txt").read_text() == before
     history = (save / "command.history").read_text().splitlines()
     assert len(history) >= 2 and "--max-updates 40" in history[-1]
@@ -78,11 +78,11 @@ def test_a_failed_command_keeps_the_recorded_one(trained, scan):
 
 def test_resume_continues_from_checkpoint(trained, scan):
     save, _ = trained
-    log = run(["bash", "scripts/train_csordas.sh", "scan", "rel_uni_transformer", scan, save, "--cpu", *TINY,
+    log = run([*TRAIN, scan, save, *TINY,
                "--batch-size", "64", "--max-update", "40", "--validate-interval-updates", "40",
                "--save-interval-updates", "40", "--num-workers", "0", "--valid-subset", "valid"])
     assert re.search(r"loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 30 updates\)", log, re.I), log[-2000:]
-    assert re.search(r"valid on 'valid' subset .*num_updates 40", log)
+    assert re.search(r'\| valid \| \{.*"valid_num_updates": "40"', log)
 
 
 def test_generate_gives_every_input_a_hypothesis(trained, scan, tmp_path):
@@ -101,9 +101,9 @@ def test_generate_gives_every_input_a_hypothesis(trained, scan, tmp_path):
     assert r["n"] == 1828 and 0 <= r["correct"] <= 1828, res
 
 
-def test_evaluate_script_scores_gen(trained, scan):
+def test_compgen_eval_scores_gen(trained, scan):
     save, _ = trained
-    out = run(["env", "GENERATE_FLAGS=--cpu", "bash", "scripts/evaluate.sh", save / "checkpoint_last.pt", scan, "gen"])
+    out = run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "gen", "--cpu"])
     r = json.loads((save / "eval" / "gen.json").read_text())
     assert r["n"] == 2624, out
     assert "gen" in out and "exact-match accuracy" in out
@@ -111,7 +111,7 @@ def test_evaluate_script_scores_gen(trained, scan):
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):
     """The task's own greedy decoding (used for `accuracy` during training) must produce exactly the hypotheses of
-    fairseq's SequenceGenerator with beam 1 and --min-len 0 (what scripts/evaluate.sh runs; fairseq's default
+    fairseq's SequenceGenerator with beam 1 and --min-len 0 (what compgen eval runs; fairseq's default
     --min-len 1 forbids an empty prediction, which Csordás et al.'s greedy decoding allows)."""
     from fairseq import checkpoint_utils
 

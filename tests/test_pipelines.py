@@ -1,12 +1,12 @@
-"""Experiment pipelines (issue 9): sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
-scripts/train.sh's 2-process CPU run on gloo against the single-process run, and the sweep files."""
+"""Experiment pipelines (issues 9, 14): sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
+`compgen train --nprocs 2 --cpu` (torchrun, gloo) against the single-process run, and the sweep files."""
 import csv
 import json
 import math
-import random
 import re
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ import yaml
 from fairseq_compgen.pipelines import aggregate, sweep
 
 REPO = Path(__file__).resolve().parents[1]
+# scan_bin: tests/conftest.py
 TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
         "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 --decoder-attention-heads 2 "
         # no data-loader worker process: a run stopped mid-epoch by --max-update once aborted at interpreter exit
@@ -22,26 +23,9 @@ TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-
         "--num-workers 0")
 
 
-@pytest.fixture(scope="module")
-def scan_bin(tmp_path_factory):
-    """A small SCAN length-cutoff-26 sample (200 train, 24 valid, 24 gen), binarized."""
-    from fairseq_compgen.data.binarize import prepare_split
-    from fairseq_compgen.data.scan import build_split
-
-    data = build_split("length_cutoff_26")
-    rng = random.Random(0)
-    small = {"train": rng.sample(data["train"], 200), "valid": data["valid"][:24], "gen": data["gen"][:24]}
-    split = tmp_path_factory.mktemp("scan") / "tiny"
-    prepare_split("tiny SCAN", split, small, dict_from="all")
-    return split / "bin"
-
-
 def _train_losses(log: Path):
-    """num_updates -> train loss from fairseq's train_inner lines (--log-interval 1)."""
-    out = {}
-    for m in re.finditer(r"train_inner \|.*? loss=([0-9.]+),.*?num_updates=(\d+)", log.read_text()):
-        out[int(m.group(2))] = float(m.group(1))
-    return out
+    """num_updates -> train loss from fairseq's train_inner JSON records (--log-interval 1)."""
+    return _train_losses_from(log.read_text())
 
 
 # ----------------------------------------------------------------------------------------------- sweep, end to end
@@ -50,9 +34,10 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         "name": "tiny", "seeds": [1, 2],
         "flags": f"{TINY} --max-update 6 --batch-size 16 --validate-interval-updates 3 --save-interval-updates 3 "
                  "--log-interval 1",
-        "datasets": {"scan": {"label": "SCAN tiny", "data": str(scan_bin), "preset": "scan", "subsets": ["gen"]}},
+        "datasets": {"scan": {"label": "SCAN tiny", "data": str(scan_bin), "recipe": "csordas/scan",
+                                      "subsets": ["gen"]}},
         "configurations": {
-            "trafo": {"arch": "compgen_transformer_{preset}", "label": "Transformer"},
+            "trafo": {"arch": "compgen_transformer_{recipe}", "label": "Transformer"},
             "reluni": {"arch": "rel_uni_transformer_scan"},
         },
     }
@@ -68,7 +53,7 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
     victim.path.mkdir(parents=True)
     with open(victim.path / "train.log", "a") as log:
         subprocess.run(victim.train_command() + ["--max-update", "3"], stdout=log, stderr=subprocess.STDOUT,
-                       env=sweep.tool_env(threads=1), check=True, cwd=REPO)
+                       env=sweep.tool_env(threads=1), check=True)
     assert victim.checkpoint.is_file() and not victim.is_done()
     assert sweep.last_num_updates(victim.path / "train.log") == 3
 
@@ -86,7 +71,7 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert ev["n"] == 24 and done["accuracy"]["gen"] == ev["accuracy"]
     # the victim resumed from its checkpoint: its second training logged updates 4..6 only
     text = (victim.path / "train.log").read_text()
-    second = text[text.rindex("sweep: bash"):]
+    second = text[text.rindex("sweep: "):]
     assert "Loaded checkpoint" in second and "(epoch 1 @ 3 updates)" in second
     assert sorted(_train_losses_from(second)) == [4, 5, 6]
 
@@ -116,8 +101,8 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
 
 
 def _train_losses_from(text: str):
-    return {int(m.group(2)): float(m.group(1))
-            for m in re.finditer(r"train_inner \|.*? loss=([0-9.]+),.*?num_updates=(\d+)", text)}
+    records = (json.loads(m) for m in re.findall(r"\| train_inner \| (\{.*\})$", text, flags=re.M))
+    return {int(r["num_updates"]): float(r["loss"]) for r in records}
 
 
 # ------------------------------------------------------------------------------------- distributed CPU (gloo)
@@ -130,12 +115,12 @@ def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
     flags = (f"{TINY} --dropout 0 --attention-dropout 0 --activation-dropout 0 --lr 1e-3 --max-update 4 "
              "--log-interval 1 --disable-validation --no-save --curriculum 1 --seed 3").split()
     env = sweep.tool_env(threads=1)
-    train = ["bash", str(REPO / "scripts" / "train.sh")]
+    train = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu"]
     logs = {k: open(tmp_path / f"{k}.log", "w") for k in ("single", "ranks")}
     procs = [
-        subprocess.Popen(train + ["--cpu", "compgen_transformer_scan", str(scan_bin), str(tmp_path / "single"),
+        subprocess.Popen(train + ["compgen_transformer_scan", str(scan_bin), str(tmp_path / "single"),
                                   *flags, "--batch-size", "16"], stdout=logs["single"], stderr=subprocess.STDOUT, env=env),
-        subprocess.Popen(train + ["--cpu-procs", "2", "compgen_transformer_scan", str(scan_bin), str(tmp_path / "ranks"),
+        subprocess.Popen(train + ["--nprocs", "2", "compgen_transformer_scan", str(scan_bin), str(tmp_path / "ranks"),
                                   *flags, "--batch-size", "8"], stdout=logs["ranks"], stderr=subprocess.STDOUT, env=env),
     ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0], (tmp_path / "ranks.log").read_text()[-3000:]
@@ -143,11 +128,11 @@ def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
     assert sorted(single) == sorted(ranks) == [1, 2, 3, 4]
     for step in single:
         assert ranks[step] == pytest.approx(single[step], abs=2e-3), (step, single, ranks)
-    assert "distributed init (rank 1)" in (tmp_path / "ranks" / "rank1.log").read_text()
-    assert "'distributed_world_size': 2" in (tmp_path / "ranks.log").read_text()
-    assert "bsz=16" in (tmp_path / "ranks.log").read_text()  # the logged batch is the global one (2 x 8)
-    cmd = (tmp_path / "ranks" / "command.txt").read_text()
-    assert "--distributed-backend gloo" in cmd and "--distributed-no-spawn" in cmd and "--distributed-rank 0" in cmd
+    log = (tmp_path / "ranks.log").read_text()
+    assert "distributed init (rank 1)" in log and "'distributed_world_size': 2" in log
+    assert '"bsz": "16"' in log  # the logged batch is the global one (2 x 8)
+    cmd = (tmp_path / "ranks" / "command.txt").read_text()  # the torchrun command that started the ranks
+    assert "torch.distributed.run --standalone --nproc-per-node=2" in cmd and "--cpu-dist" in cmd
 
 
 # ------------------------------------------------------------------------------------------ aggregator, synthetic
@@ -206,7 +191,7 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ sweep files
-SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
+SWEEPS = sorted((REPO / "fairseq_compgen" / "sweeps").glob("*.yaml"))
 
 
 def test_sweep_files_plan_and_use_registered_archs(tmp_path):
@@ -214,7 +199,8 @@ def test_sweep_files_plan_and_use_registered_archs(tmp_path):
 
     # encoder-decoder archs, and the encoder-only taggers of sweeps/ontanon_tagging.yaml
     archs = set(compgen_archs()) | set(tagger_archs())
-    presets = {"scan", "cfq", "cfq_universal", "pcfg", "cogs", "cogs_noam", "math"}
+    from fairseq_compgen import recipes
+
     assert SWEEPS, "no sweep files"
     for path in SWEEPS:
         spec = sweep.load_sweep(path)
@@ -222,7 +208,7 @@ def test_sweep_files_plan_and_use_registered_archs(tmp_path):
         assert runs, path
         for r in runs:
             assert r.arch in archs, (path.name, r.name, r.arch)
-            assert r.preset is None or r.preset in presets, (path.name, r.preset)
+            assert r.recipe is None or r.recipe in recipes.names(), (path.name, r.recipe)
         names = [r.name for r in runs]
         assert len(names) == len(set(names)), path
 
@@ -233,32 +219,31 @@ def test_dry_run_prints_commands(tmp_path, scan_bin):
                                     "configurations": {"c": {"arch": "rel_uni_transformer", "flags": ["--lr 1e-4"]}}}))
     said = []
     sweep.run_sweep(path, tmp_path / "o", dry_run=True, echo=said.append)
-    assert len(said) == 1 and "train.sh --gpus 4 rel_uni_transformer" in said[0]
+    assert len(said) == 1 and "fairseq_compgen.cli train --gpus 4 rel_uni_transformer" in said[0]
     assert said[0].split("\n")[1].endswith("--lr 1e-4 --seed 7") and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("script", [["scripts/train_csordas.sh", "scan", "rel_uni_transformer"],
-                                    ["scripts/train.sh", "--cpu", "rel_uni_transformer"]])
-def test_training_on_a_folder_without_binaries_says_so(tmp_path, script):
+@pytest.mark.parametrize("recipe", [["--recipe", "csordas/scan"], []])
+def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
     """Issue 16: dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder."""
     for side in ("src", "tgt"):
         (tmp_path / f"dict.{side}.txt").write_text("a 1\n")
-    p = subprocess.run(["bash", *script, str(tmp_path), str(tmp_path / "save")], cwd=REPO, capture_output=True,
-                       text=True)
-    assert p.returncode == 2
-    assert p.stderr.strip().endswith(f"{tmp_path} has dictionaries but no binarized train subset (train.*.idx): "
-                                     "re-run the data-prep command")
-    assert "cannot access" not in p.stderr and not (tmp_path / "save" / "command.txt").exists()
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", *recipe, "rel_uni_transformer",
+                        str(tmp_path), str(tmp_path / "save")], capture_output=True, text=True)
+    assert p.returncode == 1
+    assert p.stderr.strip() == (f"fairseq_compgen: error: {tmp_path} has dictionaries but no binarized train subset "
+                                "(train.*.idx): rerun its `compgen prep` command")
+    assert not (tmp_path / "save" / "command.txt").exists()
 
 
 def test_evaluate_without_binaries_fails_instead_of_evaluating_nothing(tmp_path):
     """Issue 16: evaluate.sh on a folder without binaries exited 0 having evaluated nothing."""
     ckpt = tmp_path / "checkpoint_last.pt"
     ckpt.write_bytes(b"")
-    p = subprocess.run(["bash", "scripts/evaluate.sh", str(ckpt), str(tmp_path)], cwd=REPO, capture_output=True,
-                       text=True)
-    assert p.returncode == 2 and "has no binarized subset other than train" in p.stderr
-    assert not (tmp_path / "eval").exists()
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(ckpt), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "has no binarized subset other than train" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "eval").exists()
 
 
 def test_aggregate_categories_and_export(tmp_path):

@@ -62,12 +62,12 @@ def test_sweep_file_errors_name_file_line_and_key(tmp_path, data, edit, where):
     assert not (tmp_path / "out").exists()
 
 
-def test_unregistered_arch_unknown_preset_and_missing_data_are_refused_before_any_run(tmp_path, data):
+def test_unregistered_arch_unknown_recipe_and_missing_data_are_refused_before_any_run(tmp_path, data):
     path = _write(tmp_path, GOOD.replace("rel_uni_transformer_scan", "rel_uni_transformer_sacn").format(data=data))
     with pytest.raises(UsageError, match="arch 'rel_uni_transformer_sacn' is not registered"):
         sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
-    path = _write(tmp_path, GOOD.replace("    subsets", "    preset: scna\n    subsets").format(data=data))
-    with pytest.raises(UsageError, match="unknown preset 'scna'"):
+    path = _write(tmp_path, GOOD.replace("    subsets", "    recipe: csordas/scna\n    subsets").format(data=data))
+    with pytest.raises(UsageError, match="unknown recipe 'csordas/scna'"):
         sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
     path = _write(tmp_path, GOOD.format(data=tmp_path / "nowhere"))
     with pytest.raises(UsageError, match="nowhere is not a data folder with fairseq dictionaries"):
@@ -77,11 +77,11 @@ def test_unregistered_arch_unknown_preset_and_missing_data_are_refused_before_an
 
 def test_cli_prints_one_line(tmp_path, data):
     path = _write(tmp_path, GOOD.replace("subsets:", "subset:").format(data=data))
-    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.pipelines.sweep", str(path), "--dry-run"],
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "sweep", str(path), "--dry-run"],
                        capture_output=True, text=True, cwd=REPO)
     lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
     assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:5: datasets.scan.subset: unknown key "
-                                           f"(known: data, flags, label, preset, seeds, subsets, vars)"], p.stderr
+                                           f"(known: data, flags, label, metric, recipe, seeds, subsets, vars)"], p.stderr
 
 
 def test_a_changed_sweep_file_refuses_runs_made_with_other_settings(tmp_path, data):

@@ -1,21 +1,24 @@
 """Run a sweep: configurations x seeds x datasets, each run in its own folder, resumable, several at a time.
 
-    python -m fairseq_compgen.pipelines.sweep SWEEP.yaml [--out DIR] [--jobs N] [--devices 0,1] [--cpu]
-        [--only PATTERN] [--dry-run] [--threads N]
+    compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu] [--only PATTERN] [--dry-run] [--threads N]
+        [--engine local|slurm|submitit-local [Slurm resources]]
+
+SWEEP is a sweep file, or the name of one shipped in fairseq_compgen/sweeps/ (csordas_table3, ...).
 
 A sweep file (YAML)::
 
     name: csordas_table3
     output: runs/csordas_table3          # default --out (relative to the current directory)
     seeds: [1, 2, 3, 4, 5]
-    launch: {gpus: 1}                    # scripts/train.sh launch options: gpus: N | cpu: true | cpu_procs: N
+    launch: {gpus: 1}                    # compgen train's launch: gpus: N | cpu: true | cpu_procs: N (torchrun)
     flags: [--fp16]                      # fairseq-train flags for every run (a list, or one string)
-    generate_flags: "--batch-size 256"   # extra fairseq-generate flags for evaluation (GENERATE_FLAGS)
+    generate_flags: "--batch-size 256"   # extra fairseq-generate flags for evaluation (compgen eval)
     datasets:
       scan:
         label: SCAN (length cutoff 26)   # column title in the tables
         data: data/scan/length_cutoff_26/bin
-        preset: scan                     # train.sh --preset (Csordás et al.'s hyperparameters); omit for none
+        recipe: csordas/scan             # training recipe (compgen recipes lists them); omit for none
+        metric: exact_match              # compgen eval --metric: exact_match (default) | bleu | comp
         subsets: [valid, gen]            # evaluated subsets (default: every subset in data but train)
         flags: []                        # dataset-specific flags
         seeds: [1, 2, 3]                 # optional: overrides the sweep's seeds for this dataset
@@ -23,23 +26,25 @@ A sweep file (YAML)::
     configurations:
       transformer:
         label: Transformer
-        arch: "compgen_transformer_{preset}"  # {name}, {preset} and vars of the dataset are filled in
+        arch: "compgen_transformer_{recipe}"  # {name}, {recipe} (the dataset recipe's last part: scan) and
+                                              # vars of the dataset are filled in
         flags: []
         datasets: [scan]                 # optional: the datasets this configuration runs on (default: all)
-        presets: {cfq: cfq_universal}    # optional: replaces a dataset's preset for this configuration
+        recipes: {csordas/cfq: csordas/cfq_universal}  # optional: replaces a dataset's recipe for this configuration
 
 Each run lives in OUT/<dataset>/<configuration>/seed<k>/: fairseq's checkpoints, train.log (appended to on
-every restart), command.txt / launch.txt / commit.txt (written by train.sh), eval/<subset>.json (written by
-evaluate.sh from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
+every restart), command.txt / launch.txt / commit.txt (written by `compgen train`), eval/<subset>.json (written
+by `compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
 succeeded, done.json. A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
 
 What cannot go wrong silently (each refused with one line, before any run starts where it can be known then):
 * the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types),
-  every arch must be registered, every preset known to scripts/train_csordas.sh, every selected run's data folder
-  must hold fairseq dictionaries;
-* a run folder remembers the settings it was started with (settings.json: arch, flags, data, subsets, ...); a
+  every arch must be registered, every recipe known, every selected run's data folder must hold fairseq
+  dictionaries;
+* a run folder remembers the settings it was started with (settings.json: arch, recipe and the recipe's options,
+  flags, data, subsets, ...); a
   rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
   resuming them under the new name: move the folder away or use another --out;
 * one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
@@ -49,6 +54,7 @@ What cannot go wrong silently (each refused with one line, before any run starts
 
 ``--jobs N`` runs N runs at once (several small runs share one GPU well); ``--devices 0,1`` gives the job
 slots CUDA_VISIBLE_DEVICES round-robin. ``--cpu`` forces CPU training and decoding (for tests and smoke runs).
+``--engine slurm`` submits every run as a Slurm job through submitit instead (pipelines/submit.py).
 """
 from __future__ import annotations
 
@@ -72,16 +78,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines.sweep_schema import load_spec
+from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
+from fairseq_compgen.pipelines.train_log import last_num_updates
 
-REPO = Path(__file__).resolve().parents[2]
-TRAIN_SH = REPO / "scripts" / "train.sh"
-EVALUATE_SH = REPO / "scripts" / "evaluate.sh"
+COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `compgen` command of this Python
 DONE = "done.json"
 SETTINGS = "settings.json"
 LOCK = ".lock"
-NUM_UPDATES = re.compile(r"num_updates[ =](\d+)")
 
 
 def _flags(value) -> List[str]:
@@ -104,7 +109,8 @@ class Run:
     arch: str
     data: str
     dir: str
-    preset: Optional[str] = None
+    recipe: Optional[str] = None
+    metric: str = "exact_match"
     flags: List[str] = field(default_factory=list)
     subsets: Optional[List[str]] = None
     launch: List[str] = field(default_factory=list)
@@ -123,12 +129,15 @@ class Run:
         return self.path / "checkpoint_last.pt"
 
     def train_command(self) -> List[str]:
-        preset = ["--preset", self.preset] if self.preset else []
-        return ["bash", str(TRAIN_SH), *self.launch, *preset, self.arch, self.data, self.dir,
-                *self.flags, "--seed", str(self.seed)]
+        recipe = ["--recipe", self.recipe] if self.recipe else []
+        return [*COMPGEN, "train", *self.launch, *recipe, self.arch, self.data, self.dir, *self.flags,
+                "--seed", str(self.seed)]
 
     def eval_command(self) -> List[str]:
-        return ["bash", str(EVALUATE_SH), str(self.checkpoint), self.data, *(self.subsets or [])]
+        flags = shlex.split(self.generate_flags)
+        rest = shlex.join(f for f in flags if f != "--cpu")
+        return [*COMPGEN, "eval", str(self.checkpoint), self.data, *(self.subsets or []), "--metric", self.metric,
+                *(["--cpu"] if "--cpu" in flags else []), *([f"--generate-flags={rest}"] if rest else [])]
 
     def is_done(self) -> bool:
         return (self.path / DONE).is_file()
@@ -137,8 +146,9 @@ class Run:
         """What makes this run this run: a run folder started with other settings is not this run. The device
         is not a setting (`--cpu` in the generate flags comes from the launch): a run may resume elsewhere."""
         generate = shlex.join(t for t in shlex.split(self.generate_flags) if t != "--cpu")
-        return {k: getattr(self, k) for k in ("arch", "data", "preset", "flags", "subsets")} | {
-            "generate_flags": generate, "seed": self.seed}
+        options = recipes.get(self.recipe).options if self.recipe else None
+        return {k: getattr(self, k) for k in ("arch", "data", "recipe", "flags", "subsets")} | {
+            "recipe_options": options, "metric": self.metric, "generate_flags": generate, "seed": self.seed}
 
     def changed_settings(self) -> List[str]:
         """The settings in which the run folder's settings.json differs from this run's ([] if none or same)."""
@@ -154,27 +164,19 @@ def load_sweep(path) -> dict:
     return load_spec(path)
 
 
-def known_presets() -> List[str]:
-    """The dataset presets of scripts/train_csordas.sh (the labels of its `case $dataset in` table)."""
-    text = (REPO / "scripts" / "train_csordas.sh").read_text()
-    table = text[text.index("case $dataset in"):text.index("esac", text.index("case $dataset in"))]
-    return re.findall(r"^\s+([a-z_0-9]+)\)", table, flags=re.M)
-
-
 def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
-    """What the schema cannot see: archs registered, presets known, data folders of the selected runs present."""
+    """What the schema cannot see: archs registered, recipes known, data folders of the selected runs present."""
     import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     fairseq_compgen.register()
-    presets = known_presets()
     for r in runs:
         if r.arch not in ARCH_MODEL_REGISTRY:
             raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
                              f"registered (python -m fairseq_compgen.help lists them)")
-        if r.preset and r.preset not in presets:
-            raise UsageError(f"{path}: dataset {r.dataset!r}: unknown preset {r.preset!r} (scripts/train_csordas.sh "
-                             f"has {', '.join(presets)})")
+        if r.recipe and r.recipe not in recipes.names():
+            raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
+                             f"{', '.join(recipes.names())})")
     for r in selected:
         if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt")):
             raise UsageError(f"{path}: dataset {r.dataset!r}: {r.data} is not a data folder with fairseq "
@@ -189,7 +191,7 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
         launch = {"cpu": True}
     lopts: List[str] = []
     if launch.get("cpu_procs"):
-        lopts = ["--cpu-procs", str(int(launch["cpu_procs"]))]
+        lopts = ["--cpu", "--nprocs", str(int(launch["cpu_procs"]))]
     elif launch.get("cpu"):
         lopts = ["--cpu"]
     elif int(launch.get("gpus", 1)) > 1:
@@ -202,7 +204,7 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
         d = d or {}
         if "data" not in d:
             raise UsageError(f"dataset {dname!r}: no 'data' folder")
-        names = {"name": dname, "preset": d.get("preset") or "", **(d.get("vars") or {})}
+        names = {"name": dname, "recipe": (d.get("recipe") or "").rsplit("/", 1)[-1], **(d.get("vars") or {})}
         data = Path(os.path.expanduser(str(d["data"]).format(**names)))
         data = str(data if data.is_absolute() else Path.cwd() / data)
         seeds = d.get("seeds") or spec.get("seeds") or [1]
@@ -214,11 +216,11 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
                 raise UsageError(f"configuration {cname!r}: no 'arch'")
             flags = _flags(spec.get("flags")) + _flags(d.get("flags")) + _flags(c.get("flags"))
             flags = [f.format(**names) for f in flags]
-            preset = (c.get("presets") or {}).get(d.get("preset"), d.get("preset"))
+            recipe = (c.get("recipes") or {}).get(d.get("recipe"), d.get("recipe"))
             for seed in seeds:
                 runs.append(Run(
                     dataset=dname, config=cname, seed=int(seed), arch=str(c["arch"]).format(**names), data=data,
-                    dir=str(out / dname / cname / f"seed{seed}"), preset=preset, flags=flags,
+                    dir=str(out / dname / cname / f"seed{seed}"), recipe=recipe, metric=d.get("metric") or "exact_match", flags=flags,
                     subsets=list(d["subsets"]) if d.get("subsets") else None, launch=lopts,
                     generate_flags=gen_flags,
                 ))
@@ -242,17 +244,9 @@ def read_plan(out) -> dict:
     return json.loads(path.read_text())
 
 
-def last_num_updates(log: Path) -> Optional[int]:
-    """The last num_updates fairseq logged in ``log`` (None when there is none)."""
-    if not log.is_file():
-        return None
-    found = NUM_UPDATES.findall(log.read_text(errors="replace"))
-    return int(found[-1]) if found else None
-
-
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
-    """The environment for train.sh / evaluate.sh: this Python's bin folder first on PATH (fairseq-train,
-    fairseq-generate and python of the same environment). Checkpoints load under torch >= 2.6 through the plugin
+    """The environment for `compgen train` / `compgen eval`: this Python's bin folder first on PATH (torchrun's
+    workers and any tool of the same environment). Checkpoints load under torch >= 2.6 through the plugin
     (fairseq_compgen/checkpoint_loading.py), not through the environment."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -290,7 +284,7 @@ class Runner:
                 # the child inherits the lock's file descriptor: the folder stays locked while it runs, even if
                 # this sweep is killed; its process group is recorded for a later sweep to find
                 p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     cwd=str(REPO), pass_fds=(lock_fd,))
+                                     pass_fds=(lock_fd,))
                 _write_holder(lock_fd, p.pid)
                 self.procs[p.pid] = p
             try:
@@ -372,7 +366,6 @@ class Runner:
         if rc != 0:
             self.echo(f"FAILED {run.name}: training exited with {rc}; see {run.path / 'train.log'}")
             return {"run": run.name, "status": "failed", "stage": "train", "rc": rc}
-        env = dict(env, GENERATE_FLAGS=(env.get("GENERATE_FLAGS", "") + " " + run.generate_flags).strip())
         self.echo(f"eval   {run.name}")
         rc = self._call(run.eval_command(), run.path / "eval.log", env, lock_fd)
         evals = {p.stem: json.loads(p.read_text()) for p in sorted((run.path / "eval").glob("*.json"))}
@@ -385,12 +378,16 @@ class Runner:
             "run": run.name, "dataset": run.dataset, "config": run.config, "seed": run.seed, "arch": run.arch,
             "num_updates": last_num_updates(run.path / "train.log"), "commit": commit[0] if commit else None,
             "dirty": "dirty" in commit, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-            "accuracy": {k: v.get("accuracy") for k, v in evals.items()}, "settings": run.settings(),
+            "accuracy": {k: v.get("accuracy") for k, v in evals.items() if "accuracy" in v},
+            "metrics": {k: {m: x for m, x in v.items() if isinstance(x, (int, float))} for k, v in evals.items()},
+            "settings": run.settings(),
         }
         tmp = run.path / (DONE + ".tmp")
         tmp.write_text(json.dumps(done, indent=1))
         tmp.replace(run.path / DONE)
-        self.echo(f"done   {run.name}: " + ", ".join(f"{k} {v:.4f}" for k, v in done["accuracy"].items()))
+        key = {"exact_match": "accuracy"}.get(run.metric, run.metric)
+        self.echo(f"done   {run.name}: " + ", ".join(f"{k} {key} {v.get(key, float('nan')):.4f}"
+                                                  for k, v in done["metrics"].items()))
         return dict(done, status="done")
 
     def run_all(self, runs: Sequence[Run]) -> List[dict]:
@@ -436,7 +433,10 @@ def select(runs: Sequence[Run], patterns: Optional[Sequence[str]]) -> List[Run]:
 
 
 def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, only=None, threads=None,
-              dry_run: bool = False, echo=print) -> List[dict]:
+              dry_run: bool = False, echo=print, engine: str = "local", slurm: Optional[dict] = None) -> List[dict]:
+    """Run (or with dry_run print) the selected runs of the sweep file at `path`: on this machine (engine "local",
+    `jobs` at once), or as submitit jobs (engine "slurm" or "submitit-local"; `slurm`: the resources of
+    submit.executor). Returns one result dict per selected run."""
     spec = load_sweep(path)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu)
@@ -451,9 +451,17 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     if dry_run:
         for r in selected:
             echo(f"{r.name}{'  (done)' if r.is_done() else ''}\n  {shlex.join(r.train_command())}\n"
-                 f"  GENERATE_FLAGS={shlex.quote(r.generate_flags)} {shlex.join(r.eval_command())}")
+                 f"  {shlex.join(r.eval_command())}")
         return []
     write_plan(copy.deepcopy(spec), runs, out)
+    if engine != "local":
+        from fairseq_compgen.pipelines import submit
+
+        gpus = 0 if (cpu or any("--cpu" in r.launch for r in selected)) else int((spec.get("launch") or {}).get("gpus") or 1)
+        ex = submit.executor(engine, Path(out) / ".submitit", **{"gpus_per_node": gpus, "name": spec["name"],
+                                                                 **(slurm or {})})
+        results = submit.submit_all(ex, selected, threads=threads, echo=echo)
+        return _summary(spec, results, out, echo)
     if cpu and not threads:  # CPU runs side by side share the cores instead of each taking all of them
         threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     runner = Runner(jobs=jobs, devices=devices, threads=threads, echo=echo)
@@ -467,15 +475,19 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+    return _summary(spec, results, out, echo)
+
+
+def _summary(spec: dict, results: List[dict], out, echo) -> List[dict]:
     n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed")}
     echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed -> {out}")
     return results
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("sweep", help="sweep file (YAML)")
+    p = argparse.ArgumentParser(prog="compgen sweep", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("sweep", help="sweep file (YAML), or the name of a packaged one (" + ", ".join(packaged()) + ")")
     p.add_argument("--out", help="output folder (default: the sweep's 'output', else runs/<name>)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     p.add_argument("--devices", help="comma-separated CUDA devices, given to job slots round-robin")
@@ -483,10 +495,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--threads", type=int, help="OMP/MKL threads per run (default with --cpu: cores // --jobs)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--engine", choices=("local", "slurm", "submitit-local"), default="local",
+                   help="local: this machine, --jobs at once (default); slurm: one submitit job per run; "
+                        "submitit-local: the same jobs as processes here (pipelines/submit.py)")
+    g = p.add_argument_group("Slurm resources (--engine slurm; submitit's names)")
+    g.add_argument("--partition", help="slurm partition")
+    g.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit of each run's job (default 1440)")
+    g.add_argument("--gpus-per-node", type=int, help="GPUs per job (default: the sweep's launch gpus; 0 with --cpu)")
+    g.add_argument("--cpus-per-task", type=int, help="CPU cores per job")
+    g.add_argument("--mem-gb", type=int, help="memory per job")
+    g.add_argument("--array-parallelism", type=int, help="jobs of the array running at once")
     a = p.parse_args(argv)
+    slurm = {k: getattr(a, k) for k in ("partition", "timeout_min", "gpus_per_node", "cpus_per_task", "mem_gb",
+                                        "array_parallelism") if getattr(a, k) is not None}
     try:
         results = run_sweep(a.sweep, a.out, a.jobs, a.devices.split(",") if a.devices else None, a.cpu, a.only,
-                            a.threads, a.dry_run)
+                            a.threads, a.dry_run, engine=a.engine, slurm=slurm)
     except KeyboardInterrupt:
         print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -30,7 +30,8 @@ class LaunchSpec:
 class DatasetSpec:
     data: str = MISSING
     label: Optional[str] = None
-    preset: Optional[str] = None
+    recipe: Optional[str] = None  # a training recipe (fairseq_compgen/recipes/recipes.yaml)
+    metric: str = "exact_match"  # compgen eval --metric: exact_match | bleu | comp
     subsets: Optional[List[str]] = None
     flags: Any = None  # a list of flags, or one string (checked below)
     seeds: Optional[List[int]] = None
@@ -43,7 +44,7 @@ class ConfigurationSpec:
     label: Optional[str] = None
     flags: Any = None
     datasets: Optional[List[str]] = None
-    presets: Dict[str, str] = field(default_factory=dict)
+    recipes: Dict[str, str] = field(default_factory=dict)  # a dataset's recipe -> this configuration's
 
 
 @dataclass

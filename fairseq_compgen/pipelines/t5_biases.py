@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Plot the learned T5 relative-position biases of a checkpoint after a softmax over distances, per head and
 layer: Figure 1 of Chaabouni, Dessì, Kharitonov (2021), App. C,
 
@@ -8,7 +7,7 @@ for every head (rows) of every encoder and decoder layer (one panel each). The d
 d <= 0 (causal mask), so, as in the paper's figure, its panels show d <= 0 and the softmax runs over those.
 The border columns stand for every distance beyond the span ("<=-s", ">=s").
 
-    python scripts/plot_t5_biases.py checkpoints/checkpoint_last.pt -o t5_biases.png
+    compgen plot t5-biases checkpoints/checkpoint_last.pt -o t5_biases.png
 
 Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict).
 """

@@ -1,0 +1,159 @@
+"""`compgen eval`: decode a checkpoint on each subset and score it, in this process.
+
+    compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp]
+        [--generate-flags "FLAGS"] [--out DIR]
+
+Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
+checkpoint's folder/eval): SUBSET.generate.txt (fairseq-generate's output) and SUBSET.json (the scorer's result),
+and prints one line. Decoding:
+* seq2seq (task compgen): fairseq-generate, greedy (--beam 1), --min-len 0 (fairseq forbids EOS at the first step
+  by default, which would give an empty prediction a second chance; Csordás et al.'s greedy decoding and the
+  task's validation `accuracy` have no minimum length), at most the subset's longest reference + EOS
+  (--max-len-b, and --max-len-from-target per batch: a longer output cannot be an exact match, and an untrained
+  model that never emits EOS would otherwise decode to the limit);
+* COGS tagging (a `compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
+  by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
+--generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu).
+Scoring: exact_match (per category where DATA/SUBSET.cat exists; every example of the subset must have exactly
+one hypothesis), bleu (scoring/bleu.py, sacrebleu), comp (scoring/comp.py, needs DATA/SUBSET.comp).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import logging
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from fairseq_compgen import recipes
+from fairseq_compgen.errors import MissingFileError, UsageError
+
+METRICS = ("exact_match", "bleu", "comp")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="compgen eval", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    p.add_argument("checkpoint")
+    p.add_argument("data", help="the data folder the model was trained on (or one with the same dictionaries)")
+    p.add_argument("subsets", nargs="*", help="default: every subset of DATA but train")
+    p.add_argument("--cpu", action="store_true", help="decode on CPU")
+    p.add_argument("--metric", choices=METRICS, default="exact_match")
+    p.add_argument("--generate-flags", default="", help="extra fairseq-generate flags, one string")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--out", help="output folder (default: CHECKPOINT's folder/eval)")
+    return p
+
+
+def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
+    """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset."""
+    from fairseq.data import data_utils
+
+    src = glob.glob(f"{data}/{subset}.*-*.src.idx")
+    if not src:
+        raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+    tgt = data_utils.load_indexed_dataset(src[0][: -len("src.idx")] + "tgt", None)
+    return len(tgt), int(tgt.sizes.max())
+
+
+def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool, batch_size: int,
+                     extra: Sequence[str], out: Path) -> None:
+    """fairseq-generate, in this process, writing its output (S/T/H lines and its log) to `out`."""
+    from fairseq import options
+    from fairseq_cli import generate
+
+    import fairseq_compgen
+
+    fairseq_compgen.register()
+    args = [str(data), "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path", str(ckpt),
+            "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", "--max-len-a", "0",
+            "--max-len-b", str(maxlen), "--max-len-from-target", "--batch-size", str(batch_size),
+            "--required-batch-size-multiple", "1", *(["--cpu"] if cpu else []), *extra]
+    parsed = options.parse_args_and_arch(options.get_generation_parser(), input_args=args)
+    def reset_logging():  # fairseq-generate sends its log to its output stream, configured once per process
+        for h in logging.root.handlers[:]:
+            logging.root.removeHandler(h)
+    reset_logging()
+    try:
+        with open(out, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
+            generate.main(parsed)
+    finally:
+        reset_logging()
+
+
+def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size: int, extra: Sequence[str],
+                     out: Path) -> int:
+    from fairseq_compgen.tasks import cogs_tagging_generate
+
+    if not (data / f"{subset}.src").is_file():
+        raise UsageError(f"no tagging subset {subset!r} in {data}")
+    with open(out, "w", encoding="utf-8") as f:
+        cogs_tagging_generate.main([str(ckpt), str(data), "--gen-subset", subset, "--batch-size", str(batch_size),
+                                    *(["--cpu"] if cpu else []), *extra], out=f)
+    with open(data / f"{subset}.src", encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def score(metric: str, generated: Path, data: Path, subset: str, n: int, json_out: Path, table: Path) -> dict:
+    from fairseq_compgen.scoring import bleu, comp, exact_match
+
+    if metric == "exact_match":
+        cats = data / f"{subset}.cat"
+        argv = [str(generated), "--expected-count", str(n), "--json", str(json_out),
+                *(["--categories", str(cats)] if cats.is_file() else [])]
+        scorer = exact_match
+    elif metric == "bleu":
+        argv, scorer = [str(generated), "--json", str(json_out)], bleu
+    else:
+        meta = data / f"{subset}.comp"
+        if not meta.is_file():
+            raise MissingFileError(f"{meta}: COMP needs the subset's metadata (compgen prep noun_adj writes it)")
+        argv, scorer = [str(generated), "--meta", str(meta), "--json", str(json_out)], comp
+    with open(table, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
+        return scorer.main(argv)
+
+
+def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric: str = "exact_match",
+             generate_flags: str = "", batch_size: int = 256, out=None, echo=print) -> dict:
+    """Decode and score each subset; {subset: result dict}. Files as the module docstring says."""
+    ckpt, data = Path(ckpt), Path(data)
+    if not ckpt.is_file():
+        raise MissingFileError(f"no checkpoint at {ckpt}")
+    if not data.is_dir():
+        raise MissingFileError(f"no data folder at {data}")
+    tagging = bool(list(data.glob("*.parent")))
+    subsets: List[str] = list(subsets) or recipes.subsets_of(data)
+    if not subsets:
+        raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
+    out = Path(out) if out else ckpt.parent / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    extra = shlex.split(generate_flags)
+    results = {}
+    for subset in subsets:
+        generated = out / f"{subset}.generate.txt"
+        tmp = generated.with_name(generated.name + ".tmp")
+        if tagging:
+            n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmp)
+        else:
+            n, maxlen = reference_stats(data, subset)
+            generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmp)
+        tmp.replace(generated)
+        r = score(metric, generated, data, subset, n, out / f"{subset}.json", out / f"{subset}.table.txt")
+        value = {"exact_match": ("exact-match accuracy", r.get("accuracy")), "bleu": (r.get("label", "BLEU"), r.get("bleu")),
+                 "comp": ("COMP", r.get("comp"))}[metric]
+        echo(f"{subset:8s} n={r.get('n', n):6d} {value[0]}={value[1]:.4f}")
+        results[subset] = r
+    return results
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    evaluate(a.checkpoint, a.data, a.subsets, a.cpu, a.metric, a.generate_flags, a.batch_size, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

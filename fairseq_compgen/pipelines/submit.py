@@ -1,0 +1,68 @@
+"""Sweeps beyond one machine: every run of a sweep as one job of submitit (Slurm, or submitit's local executor).
+
+    compgen sweep SWEEP --engine slurm [--partition P] [--timeout-min 1440] [--gpus-per-node 1]
+        [--cpus-per-task 4] [--mem-gb 16] [--array-parallelism 32]
+    compgen sweep SWEEP --engine submitit-local      # the same jobs as processes of this machine (tests, debugging)
+
+submitit (https://github.com/facebookincubator/submitit, the launcher fairseq's own hydra plugin uses) pickles
+:func:`job` with its :class:`~fairseq_compgen.pipelines.sweep.Run` and runs it on a node: the same code as the
+local runner (the run folder's lock, settings.json, `compgen train`, `compgen eval`, done.json), so a run started
+on Slurm resumes locally and the other way round. The runs are submitted as one job array; the sweep then waits
+for them and prints each result. Ctrl-C stops the waiting, not the jobs (`scancel` them, or let them finish);
+rerunning the sweep skips what is done and resubmits the rest. submitit's own files (job scripts, each job's
+stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem the nodes share.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from fairseq_compgen.errors import UsageError
+
+ENGINES = ("slurm", "submitit-local")
+
+
+def job(run, threads: Optional[int] = None) -> dict:
+    """One run, on whatever machine submitit put this job: the local runner's run_one with a single slot."""
+    from fairseq_compgen.pipelines.sweep import Runner
+
+    return Runner(jobs=1, threads=threads, echo=lambda s: print(s, flush=True)).run_one(run)
+
+
+def executor(engine: str, folder, gpus_per_node: int = 0, timeout_min: int = 24 * 60,
+             partition: Optional[str] = None, cpus_per_task: Optional[int] = None, mem_gb: Optional[int] = None,
+             array_parallelism: Optional[int] = None, name: str = "compgen"):
+    """A submitit executor for ENGINE with the sweep's resources."""
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected local, {' or '.join(ENGINES)}")
+    try:
+        import submitit
+    except ImportError:
+        raise UsageError("--engine slurm needs submitit: pip install 'fairseq_compgen[slurm]'") from None
+    ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm" if engine == "slurm" else "local")
+    params = dict(name=name, timeout_min=timeout_min, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
+                  mem_gb=mem_gb)
+    if engine == "slurm":
+        params.update(slurm_partition=partition, slurm_array_parallelism=array_parallelism)
+    ex.update_parameters(**params)
+    return ex
+
+
+def submit_all(ex, runs: Sequence, threads: Optional[int] = None, echo: Callable[[str], None] = print) -> List[dict]:
+    """Submit every run as one job array, wait, and return each run's result (a failed job is a failed run)."""
+    with ex.batch():
+        jobs = [ex.submit(job, r, threads) for r in runs]
+    if jobs:
+        echo(f"submitted {len(jobs)} run(s) as {type(ex).__name__} jobs "
+             f"{jobs[0].job_id}{'...' + jobs[-1].job_id if len(jobs) > 1 else ''}; waiting (Ctrl-C leaves them running)")
+    results = []
+    for r, j in zip(runs, jobs):
+        try:
+            res = j.result()
+        except Exception as e:  # the job died (timeout, node failure, an exception in job()): its log says why
+            echo(f"FAILED {r.name}: job {j.job_id} failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}"
+                 f" (submitit logs: {Path(str(j.paths.stderr))})")
+            res = {"run": r.name, "status": "failed", "stage": "job"}
+        echo(f"{res['status']:6s} {r.name} (job {j.job_id})")
+        results.append(res)
+    return results

@@ -1,0 +1,187 @@
+"""`compgen train`: fairseq-train with a recipe, in this process, on CPU, one or several GPUs, or N CPU processes.
+
+    compgen train [--recipe NAME] [--cpu | --gpus N | --nprocs N] [--dry-run] ARCH DATA SAVE [fairseq-train flags]
+
+--recipe NAME  a training recipe of fairseq_compgen/recipes/recipes.yaml (`compgen recipes` lists them): its
+               optimizer, lr, schedule, batch, budget, clipping, criterion and validation subsets; without it only
+               the structural defaults every recipe shares (task compgen, or cogs_tagging for a tagging folder;
+               greedy exact-match validation on every subset of DATA but train; JSON logs)
+--cpu          one CPU process
+--gpus N       N GPUs in one node: --distributed-world-size N, fairseq spawns one process per GPU (NCCL)
+--nprocs N     N processes started by torchrun (torch.distributed.run --standalone) on this machine: on CPU
+               (with --cpu) they train on gloo with legacy_ddp, on GPUs fairseq reads torchrun's environment
+--dry-run      print the fairseq-train command (or the torchrun command) and exit
+
+Flags after SAVE go to fairseq-train and win over the recipe (fairseq takes the last occurrence), e.g.
+--max-update 2000 --seed 3. A rerun on the same SAVE resumes from SAVE/checkpoint_last.pt (fairseq does this);
+a rerun of a run whose checkpoint_last.pt is already at --max-update does nothing. SAVE/command.txt (the exact
+fairseq-train command), launch.txt (this command line) and commit.txt (the package's git HEAD, then "dirty" when
+tracked files differ) keep what the run's first command was; every invocation is appended, dated, to
+SAVE/*.history. OMP_WAIT_POLICY defaults to PASSIVE (README, "Speed on CPU").
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from fairseq_compgen import recipes
+from fairseq_compgen.errors import UsageError
+
+PACKAGE = recipes.PACKAGE
+CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="compgen train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    p.add_argument("--recipe", "-r", help="training recipe (compgen recipes lists them)")
+    dev = p.add_mutually_exclusive_group()
+    dev.add_argument("--cpu", action="store_true", help="train on CPU")
+    dev.add_argument("--gpus", type=int, default=1, help="GPUs in this node (fairseq spawns one process each)")
+    p.add_argument("--nprocs", type=int, default=0, help="processes started by torchrun (with --cpu: gloo)")
+    p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    p.add_argument("arch", help="a registered arch (compgen help archs), or '-' for the recipe's own")
+    p.add_argument("data", help="a fairseq-preprocess folder (compgen prep ...)")
+    p.add_argument("save", help="the run's folder (--save-dir)")
+    p.add_argument("flags", nargs=argparse.REMAINDER, help="fairseq-train flags (win over the recipe)")
+    return p
+
+
+def check_data(data: Path) -> None:
+    if not (data / "dict.src.txt").is_file():
+        raise UsageError(f"{data} has no dict.src.txt: is it a fairseq-preprocess folder (compgen prep ...)?")
+    if not list(data.glob("train.*.idx")) and not (data / "train.parent").is_file():
+        raise UsageError(f"{data} has dictionaries but no binarized train subset (train.*.idx): rerun its "
+                         f"`compgen prep` command")
+
+
+def fairseq_args(a: argparse.Namespace) -> List[str]:
+    """fairseq-train's arguments for the parsed `compgen train` command line (the launch flags last)."""
+    args = recipes.train_args(a.recipe, None if a.arch == "-" else a.arch, a.data, a.save, a.flags)
+    if a.cpu:
+        args.append("--cpu")
+    elif a.gpus > 1 and not a.nprocs:
+        args += ["--distributed-world-size", str(a.gpus)]
+    return args
+
+
+def torchrun_command(nprocs: int, args: Sequence[str], cpu: bool) -> List[str]:
+    worker = ["-m", "fairseq_compgen.pipelines.train", "--torchrun-worker", *(["--cpu-dist"] if cpu else [])]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
+            *worker, "--", *args]
+
+
+def max_update(args: Sequence[str]) -> Optional[int]:
+    """The last --max-update given (fairseq takes the last occurrence); None when there is none or it is 0."""
+    value = None
+    for i, a in enumerate(args):
+        if a == "--max-update" and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--max-update="):
+            value = a.split("=", 1)[1]
+    return int(value) if value not in (None, "0") else None
+
+
+def finished(save: Path, args: Sequence[str]) -> Optional[int]:
+    """The update count of SAVE/checkpoint_last.pt when it is at or past --max-update, else None. fairseq-train,
+    resumed from such a checkpoint, would train one more update before checking its budget."""
+    budget, ckpt = max_update(args), save / "checkpoint_last.pt"
+    if budget is None or not ckpt.is_file():
+        return None
+    import torch
+
+    try:
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)  # fairseq's own checkpoint
+        done = int(state["optimizer_history"][-1]["num_updates"])
+    except Exception:  # unreadable: fairseq-train reports that itself (tasks/checkpoint_guard.py)
+        return None
+    return done if done >= budget else None
+
+
+def commit() -> str:
+    """The package's git HEAD, with " dirty" when tracked files differ from it; "unknown" outside a checkout."""
+    def git(*cmd):
+        return subprocess.run(["git", "-C", str(PACKAGE.parent), *cmd], capture_output=True, text=True)
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + (" dirty" if dirty else "")
+
+
+def record(save: Path, name: str, line: str) -> None:
+    """SAVE/NAME keeps the run's first command: written only while the run has no checkpoint (or NAME is absent),
+    so a later failing or mistyped command does not replace it; every call is appended, dated, to *.history."""
+    save.mkdir(parents=True, exist_ok=True)
+    with open(save / (Path(name).stem + ".history"), "a", encoding="utf-8") as f:
+        f.write(f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')} {line}\n")
+    target = save / name
+    if not (save / "checkpoint_last.pt").is_file() or not target.is_file():
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(line + "\n", encoding="utf-8")
+        tmp.replace(target)
+
+
+def run_fairseq_train(args: Sequence[str]) -> None:
+    """fairseq-train in this process (what its console script does)."""
+    from fairseq_cli.train import cli_main
+
+    import fairseq_compgen
+
+    fairseq_compgen.register()  # imported before fairseq, so fairseq's --user-dir import finds it registered
+    sys.argv = ["fairseq-train", *args]
+    cli_main()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--torchrun-worker"]:
+        return worker(argv[1:])
+    dry_run = "--dry-run" in argv  # anywhere: flags after SAVE belong to fairseq-train, which has no --dry-run
+    a = parser().parse_args([x for x in argv if x != "--dry-run"])
+    a.dry_run = dry_run
+    data, save = Path(a.data), Path(a.save)
+    if a.nprocs < 0 or a.gpus < 1:
+        raise UsageError("--nprocs and --gpus take a positive number")
+    args = fairseq_args(a)
+    command = (torchrun_command(a.nprocs, args, a.cpu) if a.nprocs > 1 else ["fairseq-train", *args])
+    if a.dry_run:
+        print(shlex.join(command))
+        return 0
+    check_data(data)
+    done = finished(save, args)
+    if done is not None:
+        print(f"compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
+              f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
+        return 0
+    record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
+    record(save, "launch.txt", shlex.join(["compgen", "train", *argv]))
+    record(save, "commit.txt", commit())
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its threads
+    if a.nprocs > 1:
+        return subprocess.call(command)
+    run_fairseq_train(args)
+    return 0
+
+
+def worker(argv: List[str]) -> int:
+    """One torchrun process: fairseq-train with this rank's place in the group. On GPUs fairseq reads torchrun's
+    environment itself; on CPU (--cpu-dist) its own inference divides by the GPU count, so the rank is given."""
+    cpu = argv[:1] == ["--cpu-dist"]
+    args = argv[1 + cpu:] if argv[cpu:cpu + 1] == ["--"] else argv[cpu:]
+    if cpu:
+        rank, world = os.environ["RANK"], os.environ["WORLD_SIZE"]
+        args = [*args, "--distributed-world-size", world, "--distributed-rank", rank,
+                "--distributed-init-method", "env://", "--distributed-no-spawn", *CPU_DIST]
+    run_fairseq_train(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

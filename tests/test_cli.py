@@ -1,0 +1,150 @@
+"""The `compgen` command and the recipes (issue 14): recipes as data give exactly the fairseq-train commands the
+removed bash scripts gave, recipe-file errors name the file and line, `compgen --help` imports neither fairseq
+nor torch, the sweep refuses a run whose recipe changed, and every subcommand answers --help."""
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairseq_compgen import cli, recipes
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines import sweep
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OLD = json.loads((FIXTURES / "old_train_commands.json").read_text())
+# the one deliberate change: the recipes log JSON (fairseq's --log-format json) for the aggregator and dashboards
+CHANGED = {"--log-format": ("simple", "json")}
+
+
+def _options(args, once=True):
+    """fairseq-train arguments -> (DATA, {--option: value or True}), the last occurrence winning as in fairseq;
+    once: every option appears once."""
+    data, out, i = args[0], {}, 1
+    while i < len(args):
+        assert args[i].startswith("--") and not (once and args[i] in out), (args[i], args)
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out[args[i]], i = args[i + 1], i + 2
+        else:
+            out[args[i]], i = True, i + 1
+    return data, out
+
+
+def _same(a, b):
+    try:
+        return float(a) == float(b)  # "1e-3" and "0.001" are the same --lr
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _data_folder(root: Path, tagging: bool) -> Path:
+    root.mkdir(parents=True)
+    (root / "dict.src.txt").write_text("a 1\n")
+    for subset in ("train", "valid", "test", "gen"):
+        (root / (f"{subset}.parent" if tagging else f"{subset}.src-tgt.src.idx")).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(k for k in OLD if not k.startswith("_")))
+def test_dry_run_equals_the_removed_scripts_command(name, tmp_path, capsys):
+    data = _data_folder(tmp_path / "d", tagging=name.endswith("tagging"))
+    arch = "-" if name.startswith("russin") else "ARCH"
+    assert cli.main(["train", "--recipe", name, arch, str(data), "SAVE", "--dry-run"]) == 0
+    printed = shlex.split(capsys.readouterr().out)
+    assert printed[0] == "fairseq-train"
+    new = [a.replace(str(data), "DATA").replace(str(recipes.PACKAGE), "USER_DIR") for a in printed[1:]]
+    (old_data, old), (new_data, now) = _options(OLD[name], once=False), _options(new)
+    assert old_data == new_data == "DATA"
+    differ = {k: (old.get(k), now.get(k)) for k in set(old) | set(now) if not _same(old.get(k), now.get(k))}
+    assert differ == CHANGED, name
+
+
+def test_extra_flags_come_last_and_launch_flags_are_added(tmp_path, capsys):
+    data = _data_folder(tmp_path / "d", tagging=False)
+    cli.main(["train", "--recipe", "csordas/scan", "--gpus", "4", "x", str(data), "s", "--lr", "5e-4", "--dry-run"])
+    args = shlex.split(capsys.readouterr().out)
+    assert args[-4:] == ["--lr", "5e-4", "--distributed-world-size", "4"] and args.count("--lr") == 2
+    cli.main(["train", "--recipe", "csordas/scan", "--cpu", "--nprocs", "2", "x", str(data), "s", "--dry-run"])
+    args = shlex.split(capsys.readouterr().out)
+    assert args[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m"]
+    assert "--cpu-dist" in args and args[-1] == "--cpu"
+
+
+def test_noam_recipes_compute_the_peak_lr():
+    assert recipes.noam_peak(0.9, 128, 4000) == pytest.approx(0.9 / (128 * 4000) ** 0.5)
+    assert recipes.get("csordas/cfq").options["lr"] == {"noam": [0.9, 128.0, 4000.0]}
+
+
+def test_every_recipe_names_a_paper_and_a_registered_arch():
+    from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
+
+    archs = set(compgen_archs()) | set(tagger_archs())
+    for name in recipes.names():
+        r = recipes.get(name)
+        assert r.paper and r.arch in archs, name
+
+
+@pytest.mark.parametrize("text, error", [
+    ("a:\n  options: {adam-betas: (0.9, 0.98)}\n", r"recipes.yaml:1: recipe 'a': '0.98\)' is not a fairseq-train option"),
+    ("a:\n  paper: x\nb:\n  extends: c\n", r"recipes.yaml:3: recipe 'b' extends unknown recipe 'c'"),
+    ("a:\n  opts: {lr: 1}\n", r"recipes.yaml:1: recipe 'a': expected a mapping with keys among"),
+    ("a:\n  options: {lr: [1, 2]}\n", r"recipes.yaml:1: recipe 'a': option 'lr': expected a value"),
+])
+def test_recipe_file_errors_name_the_file_and_line(tmp_path, text, error):
+    path = tmp_path / "recipes.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=error):
+        recipes._load(path)
+
+
+def test_unknown_recipe_lists_the_known_ones():
+    with pytest.raises(UsageError, match=r"unknown recipe 'csordas/sacn' \(known: chaabouni/iwslt14, "):
+        recipes.get("csordas/sacn")
+    with pytest.raises(UsageError, match="unknown recipe '_csordas'"):  # bases are not offered
+        recipes.get("_csordas")
+
+
+def test_compgen_help_starts_without_fairseq_or_torch():
+    code = ("import sys; from fairseq_compgen import cli; cli.main(['--help']); cli.main(['recipes']); "
+            "cli.main(['recipes', 'csordas/cfq']); "
+            "print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().endswith("[]"), p.stdout
+    assert "compgen prep DATASET" in p.stdout and "csordas/cfq" in p.stdout
+    assert "--lr noam peak 0.0012577882373436316 = 0.9 / sqrt(128 * 4000)" in p.stdout
+
+
+def test_unknown_subcommand_is_one_line():
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "trian"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        f"compgen: error: unknown subcommand 'trian' (known: {', '.join(cli.COMMANDS)}; compgen --help)"]
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_every_subcommand_answers_help(command, capsys):
+    try:
+        rc = cli.main([command, "--help"])
+    except SystemExit as e:  # argparse's --help
+        rc = e.code
+    assert rc == 0 and capsys.readouterr().out.strip()
+
+
+def test_a_sweep_refuses_a_run_whose_recipe_changed(tmp_path, monkeypatch):
+    """A run folder remembers its recipe's options: after an edit of recipes.yaml (here: another lr) its runs are
+    refused instead of resumed under the old name with other hyperparameters."""
+    data = _data_folder(tmp_path / "d", tagging=False)
+    spec = {"name": "s", "datasets": {"d": {"data": str(data), "recipe": "csordas/scan"}},
+            "configurations": {"c": {"arch": "rel_uni_transformer_{recipe}"}}}
+    (run,) = sweep.plan(spec, tmp_path / "out")
+    assert run.arch == "rel_uni_transformer_scan" and run.settings()["recipe_options"]["lr"] == "1e-3"
+    run.path.mkdir(parents=True)
+    (run.path / sweep.SETTINGS).write_text(json.dumps(run.settings()))
+    assert run.changed_settings() == []
+    edited = recipes.Recipe(**{**recipes.get("csordas/scan").__dict__,
+                               "options": {**recipes.get("csordas/scan").options, "lr": "5e-4"}})
+    monkeypatch.setattr(recipes, "get", lambda name: edited)
+    (change,) = run.changed_settings()
+    assert change.startswith("recipe_options: {") and "'lr': '1e-3'" in change and "'lr': '5e-4'" in change

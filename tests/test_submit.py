@@ -1,0 +1,58 @@
+"""Sweeps on an existing engine (issue 14): every run as a submitit job. The local executor runs the same jobs
+as processes of this machine, so the Slurm path (pickled job -> lock, train, eval, done.json) is tested here."""
+import json
+
+import pytest
+import yaml
+
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines import aggregate, submit, sweep
+
+submitit = pytest.importorskip("submitit", reason="the `slurm` extra (pip install 'fairseq_compgen[slurm]')")
+
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 --decoder-attention-heads 2 "
+        "--num-workers 0 --max-update 4 --batch-size 16 --validate-interval-updates 4 --save-interval-updates 4")
+
+
+def test_a_submitit_local_sweep_of_two_tiny_runs(scan_bin, tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "tiny_submitit", "seeds": [1, 2], "flags": TINY,
+        "datasets": {"scan": {"data": str(scan_bin), "recipe": "csordas/scan", "subsets": ["gen"]}},
+        "configurations": {"trafo": {"arch": "compgen_transformer_{recipe}"}}}))
+    out, said = tmp_path / "out", []
+    results = sweep.run_sweep(path, out, cpu=True, threads=1, engine="submitit-local", echo=said.append)
+    assert [r["status"] for r in results] == ["done", "done"], said
+    assert any(s.startswith("submitted 2 run(s) as AutoExecutor jobs") for s in said), said
+    for seed in (1, 2):
+        run = out / "scan" / "trafo" / f"seed{seed}"
+        done = json.loads((run / "done.json").read_text())
+        assert done["num_updates"] == 4 and done["seed"] == seed
+        assert done["metrics"]["gen"]["n"] == 24 and done["accuracy"]["gen"] == done["metrics"]["gen"]["accuracy"]
+        assert "--seed " + str(seed) in (run / "command.txt").read_text()
+    assert list((out / ".submitit").glob("*_log.out"))  # submitit's own per-job logs
+    # a rerun submits the two runs again and each job finds its run done
+    again = sweep.run_sweep(path, out, cpu=True, threads=1, engine="submitit-local", echo=said.append)
+    assert [r["status"] for r in again] == ["skipped", "skipped"]
+    assert aggregate.main([str(out), "--no-plots"]) == 0
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(UsageError, match="--engine 'pbs'"):
+        submit.executor("pbs", "/tmp/x")
+
+
+def test_slurm_resources_reach_the_sbatch_script(tmp_path, monkeypatch):
+    """No Slurm here: a stand-in `srun` on PATH lets submitit build its executor, whose sbatch script is checked."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
+    ex = submit.executor("slurm", tmp_path / "s", gpus_per_node=1, timeout_min=90, partition="gpu", cpus_per_task=4,
+                         mem_gb=16, array_parallelism=8, name="t")
+    script = ex._executor._make_submission_file_text("python -m x", "uid")
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --gpus-per-node=1",
+                 "#SBATCH --cpus-per-task=4", "#SBATCH --mem=16GB", "#SBATCH --job-name=t"):
+        assert line in script, (line, script)
+    assert ex._executor.parameters["array_parallelism"] == 8
