@@ -16,13 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from model_helpers import data_prep_script
 
 from fairseq_compgen.data import cfq, cogs, pcfg
 from fairseq_compgen.data import math_dataset as md
 from fairseq_compgen.data.binarize import CountMismatch
 from fairseq_compgen.data.io import DataError
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.prep import module as prep_module
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -70,7 +70,7 @@ def _bin_files(d, subsets):
 def test_cogs_end_to_end_with_categories(tmp_path, capsys):
     """Full real files (text only: counts, gen.cat, per-category scoring) ..."""
     out = tmp_path / "cogs"
-    summary = data_prep_script("cogs").main(["--out", str(out), "--cogs-dir", str(COGS_DIR), "--no-binarize"])
+    summary = prep_module("cogs").main(["--out", str(out), "--cogs-dir", str(COGS_DIR), "--no-binarize"])
     d = out / "default"
     expected = {"train": 24155, "valid": 3000, "test": 3000, "gen": 21000}
     assert {s: summary[s]["n_in"] for s in expected} == expected
@@ -121,7 +121,7 @@ def test_cogs_binaries_with_gen_cat(tmp_path):
     """... and binaries on every 10th line of the real files (fast): bin/gen.cat, no <unk> with --dict-from all."""
     small = _cogs_sample(tmp_path / "small", every=10)
     out = tmp_path / "cogs"
-    prep = data_prep_script("cogs")
+    prep = prep_module("cogs")
     args = ["--out", str(out), "--cogs-dir", str(small), "--no-count-check", "--joined-dictionary"]
     summary = prep.main(args)
     d = out / "default"
@@ -150,7 +150,7 @@ def test_cogs_train_100_count_mismatch_and_atomicity(tmp_path):
     small.mkdir()
     for stem, rows in src.items():
         _tsv(small / f"{stem}.tsv", rows[:50] if stem != "gen" else rows[::500])
-    prep = data_prep_script("cogs")
+    prep = prep_module("cogs")
     out = tmp_path / "out"
     # not the official counts: stops before writing anything
     with pytest.raises(CountMismatch, match="train: 50 examples, expected 24155"):
@@ -191,7 +191,7 @@ def test_cogs_missing_file(tmp_path):
 @needs_cfq
 def test_cfq_preprocessed_mcd1_counts(tmp_path, capsys):
     out = tmp_path / "cfq"
-    summary = data_prep_script("cfq").main(
+    summary = prep_module("cfq").main(
         ["--split", "mcd1", "--out", str(out), "--preprocessed-dir", str(CFQ_PRE), "--no-binarize"]
     )["mcd1"]
     assert {s: summary[s]["n_in"] for s in ("train", "valid", "test")} == {"train": 95743, "valid": 11968, "test": 11968}
@@ -241,7 +241,7 @@ def _tarball(path, records=RECORDS, split=None, raw=None):
 def test_cfq_tarball_streaming_end_to_end(tmp_path):
     tb = _tarball(tmp_path / "cfq1.1.tar.gz")
     out = tmp_path / "out"
-    summary = data_prep_script("cfq").main(
+    summary = prep_module("cfq").main(
         ["--split", "mcd1", "--out", str(out), "--cfq-tarball", str(tb), "--no-count-check"]
     )["mcd1"]
     d = out / "mcd1"
@@ -251,7 +251,7 @@ def test_cfq_tarball_streaming_end_to_end(tmp_path):
     assert all(p.is_file() for p in _bin_files(d, ("train", "valid", "test")))
     # the default count check refuses a non-official release, writing nothing
     with pytest.raises(CountMismatch, match="expected 95743"):
-        data_prep_script("cfq").main(["--split", "mcd1", "--out", str(tmp_path / "o2"), "--cfq-tarball", str(tb)])
+        prep_module("cfq").main(["--split", "mcd1", "--out", str(tmp_path / "o2"), "--cfq-tarball", str(tb)])
     assert not (tmp_path / "o2" / "mcd1" / "train.src").exists()
 
 
@@ -336,7 +336,7 @@ def test_pcfg_prep_from_a_folder(tmp_path, capsys):
         (folder / "productivity" / f"train.{ext}").write_bytes((PCFG_DIR / "pcfgset" / f"dev.{ext}").read_bytes())
         lines = _lines(PCFG_DIR / "productivity" / f"test.{ext}")[:2000]
         (folder / "productivity" / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    prep = data_prep_script("pcfg")
+    prep = prep_module("pcfg")
     out = tmp_path / "out"
     args = ["--split", "productivity", "--out", str(out), "--pcfg-dir", str(folder), "--joined-dictionary"]
     with pytest.raises(CountMismatch, match="expected 81010"):
@@ -401,7 +401,7 @@ def test_math_prep_character_level(tmp_path):
     small = tmp_path / "math"
     _math_subsample(small)
     out = tmp_path / "out"
-    summary = data_prep_script("mathematics").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
+    summary = prep_module("mathematics").main(["--module", "numbers__place_value", "--out", str(out), "--math-dir", str(small)])
     res = summary["numbers__place_value"]
     assert {s: res[s]["n_out"] for s in ("train", "valid", "gen")} == {"train": 300, "valid": 100, "gen": 100}
     d = out / "numbers__place_value"
@@ -422,7 +422,7 @@ def test_math_odd_line_count_is_an_error(tmp_path):
     bad.write_text("\n".join(_lines(bad)[:7]) + "\n")
     out = tmp_path / "out"
     with pytest.raises(DataError, match=rf"{bad}:7: expected an answer after the question"):
-        data_prep_script("mathematics").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
+        prep_module("mathematics").main(["--module", "arithmetic__add_or_sub", "--out", str(out), "--math-dir", str(small)])
     assert not list(out.rglob("*.*")), "nothing may be written"
     (small / "extrapolate" / "arithmetic__add_or_sub_big.txt").unlink()
     with pytest.raises(FileNotFoundError, match="arithmetic__add_or_sub_big.txt"):
@@ -460,36 +460,36 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
 
 
 def _readme_commands():
-    """(script, argv) of every ``python data-prep/<script>.py ...`` command in the README's code blocks
+    """(dataset, argv) of every ``compgen prep <dataset> ...`` command in the README's code blocks
     (optional ``[...]`` parts and shell comments dropped; commands with shell variables skipped)."""
     import re
     import shlex
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(python data-prep/[^`]*)`", text)
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(compgen prep [^`]*)`", text)
     out = []
     for block in blocks:
         block = re.sub(r"\\\n", " ", block)
         for line in block.split("\n"):
             line = re.sub(r"\[[^\]]*\]", "", re.sub(r"#.*", "", line))
-            for m in re.finditer(r"python data-prep/(\w+)\.py([^;&|]*)", line):
+            for m in re.finditer(r"compgen prep ([a-z]\w*)([^;&|]*)", line):  # not a placeholder (DATASET)
                 if "$" not in m.group(2):
                     out.append((m.group(1), shlex.split(m.group(2))))
     return out
 
 
 def test_readme_data_prep_commands_parse():
-    """Every data-prep command the README shows is accepted by its script (the algorithmic one named tasks
-    that do not exist)."""
+    """Every `compgen prep` command the README shows is accepted by its dataset's parser (the algorithmic one
+    named tasks that do not exist)."""
     cmds = _readme_commands()
     assert {s for s, _ in cmds} >= {"scan", "cogs", "cfq", "pcfg", "mathematics", "algorithmic", "iwslt14", "flores",
                                     "noun_adj", "cogs_tagging"}
     for script, argv in cmds:
-        data_prep_script(script).parse_args(argv)  # SystemExit on an unknown option or choice
+        prep_module(script).parse_args(argv)  # SystemExit on an unknown option or choice
 
 
 def _algorithmic(out, *extra):
-    return data_prep_script("algorithmic").main(
+    return prep_module("algorithmic").main(
         ["--out", str(out), "--tasks", "reverse", "--train-size", "40", "--test-size", "8", *extra])
 
 
@@ -527,7 +527,7 @@ def test_empty_subset_is_refused_before_anything_is_replaced(tmp_path):
     _algorithmic(out)
     before = _digest(out / "reverse")
     with pytest.raises(EmptySubset, match=r"reverse .*: train has 0 examples"):
-        data_prep_script("algorithmic").main(["--out", str(out), "--tasks", "reverse", "--train-size", "0"])
+        prep_module("algorithmic").main(["--out", str(out), "--tasks", "reverse", "--train-size", "0"])
     assert _digest(out / "reverse") == before
     assert sorted(p.name for p in out.iterdir()) == ["reverse"]
 
@@ -556,7 +556,7 @@ def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
     """cogs_tagging had no count check (a COGS copy with missing lines was accepted)."""
     small = _cogs_sample(tmp_path / "small", every=100)
     out = tmp_path / "out"
-    prep = data_prep_script("cogs_tagging")
+    prep = prep_module("cogs_tagging")
     counts = prep.main(["--out", str(out), "--cogs-dir", str(small), "--no-count-check"])
     assert counts == {"train": 242, "valid": 30, "test": 30, "gen": 210}
     (out / "mine.txt").write_text("a file of the user\n")

@@ -103,8 +103,8 @@ def test_flores_end_to_end_bleu(tmp_path):
     arch = need(DATA / "flores" / flores.ARCHIVE)
     _trimmed_archive(arch, tmp_path / flores.ARCHIVE, 300)
     out = tmp_path / "out"
-    log = run([sys.executable, "data-prep/flores.py", "--out", out, "--direction", "ne-en", "--flores-dir", tmp_path,
-               "--vocab-size", "400", "--no-count-check"])
+    log = run([sys.executable, "-m", "fairseq_compgen.prep.flores", "--out", out, "--direction", "ne-en",
+               "--flores-dir", tmp_path, "--vocab-size", "400", "--no-count-check"])
     assert re.search(r"train\s+300\s+300", log), log
     data = out / "ne-en" / "bin"
     assert (out / "ne-en" / "sentencepiece.bpe.model").is_file()
@@ -131,11 +131,10 @@ def test_flores_end_to_end_bleu(tmp_path):
 @pytest.mark.parametrize("script, argv", [("iwslt14", []), ("flores", ["--direction", "ne-en"]), ("noun_adj", [])])
 def test_mt_preps_default_to_a_joined_dictionary(script, argv):
     """The MT recipes share embeddings: joined by default (it silently was separate), --separate-dictionaries."""
-    from model_helpers import data_prep_script
-
     from fairseq_compgen.data.binarize import common_options
+    from fairseq_compgen.prep import module as prep_module
 
-    prep = data_prep_script(script)
+    prep = prep_module(script)
     assert common_options(prep.parse_args(["--out", "x", *argv]))["joined"] is True
     assert common_options(prep.parse_args(["--out", "x", *argv, "--separate-dictionaries"]))["joined"] is False
     with pytest.raises(SystemExit):
@@ -144,14 +143,13 @@ def test_mt_preps_default_to_a_joined_dictionary(script, argv):
 
 def test_flores_model_kept_when_the_prep_fails(tmp_path):
     """The sentencepiece model was overwritten before the count check; now it is replaced with the data only."""
-    from model_helpers import data_prep_script
-
     from fairseq_compgen.data.binarize import CountMismatch
+    from fairseq_compgen.prep import module as prep_module
 
     arch = need(DATA / "flores" / flores.ARCHIVE)
     _trimmed_archive(arch, tmp_path / flores.ARCHIVE, 200)
     out = tmp_path / "out"
-    prep = data_prep_script("flores")
+    prep = prep_module("flores")
     args = ["--out", str(out), "--direction", "si-en", "--flores-dir", str(tmp_path), "--vocab-size", "300"]
     prep.main(args + ["--no-count-check", "--no-binarize"])
     d = out / "si-en"
@@ -182,8 +180,8 @@ def test_bleu_signature_printed_and_labelled(tmp_path, capsys):
 def europarl(tmp_path_factory):
     d = need(DATA / "europarl")
     out = tmp_path_factory.mktemp("na")
-    log = run([sys.executable, "data-prep/noun_adj.py", "--out", out, "--europarl-dir", d, "--tagger", "pattern",
-               "--bpe-tokens", "300"])
+    log = run([sys.executable, "-m", "fairseq_compgen.prep.noun_adj", "--out", out, "--europarl-dir", d,
+               "--tagger", "pattern", "--bpe-tokens", "300"])
     return out / "en-fr", log
 
 
@@ -206,17 +204,16 @@ def test_europarl_counts_and_drop_reasons(europarl):
 
 def test_noun_adj_sample_without_test_pairs_is_refused(tmp_path):
     """A sample with no swapped pair crashed in fairseq-preprocess after the old outputs were replaced."""
-    from model_helpers import data_prep_script
-
     from fairseq_compgen.data.binarize import EmptySubset
+    from fairseq_compgen.prep import module as prep_module
 
     d = need(DATA / "europarl")
     for lang in ("en", "fr"):
         lines = (d / f"europarl-v7.fr-en.{lang}").read_text(encoding="utf-8").split("\n")[:150]
         (tmp_path / f"europarl-v7.fr-en.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(EmptySubset, match="test has 0 examples"):
-        data_prep_script("noun_adj").main(["--out", str(tmp_path / "out"), "--europarl-dir", str(tmp_path),
-                                           "--tagger", "pattern", "--bpe-tokens", "50"])
+        prep_module("noun_adj").main(["--out", str(tmp_path / "out"), "--europarl-dir", str(tmp_path),
+                                      "--tagger", "pattern", "--bpe-tokens", "50"])
     assert not (tmp_path / "out" / "en-fr").exists()
 
 

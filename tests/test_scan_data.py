@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from model_helpers import data_prep_script
 
 from fairseq_compgen.data.io import DataError, atomic_write_lines
 from fairseq_compgen.data.scan import (
@@ -20,6 +19,7 @@ from fairseq_compgen.data.scan import (
     output_length,
     read_scan_file,
 )
+from fairseq_compgen.prep import module as prep_module
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -213,13 +213,13 @@ def test_official_splits_from_local_dir():
 
 
 # ---------------------------------------------------------------------------
-# data-prep/scan.py
+# compgen prep scan (fairseq_compgen/prep/scan.py)
 # ---------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def prep():
-    return data_prep_script("scan")
+    return prep_module("scan")
 
 
 def _lines(path):
@@ -350,8 +350,8 @@ def test_data_prep_error_is_one_line(tmp_path):
 
     d, train = _around_right_copy(tmp_path)
     train.write_bytes(train.read_bytes().replace(b"jump", b"j\xffmp", 1))
-    p = subprocess.run([sys.executable, str(REPO / "data-prep" / "scan.py"), "--split", "around_right", "--out",
-                        str(tmp_path / "out"), "--scan-dir", str(d)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.prep.scan", "--split", "around_right", "--out",
+                        str(tmp_path / "out"), "--scan-dir", str(d)], capture_output=True, text=True, cwd=REPO)
     err = [line for line in p.stderr.splitlines() if not line.startswith("INFO:")]  # fairseq's import chatter
     assert p.returncode == 1 and len(err) == 1, p.stderr
     assert err[0].startswith(f"fairseq_compgen: error: {train}:") and "UTF-8" in err[0]

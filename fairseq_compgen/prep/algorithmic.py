@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Generate the six algorithmic tasks of Ontañón et al. (2022) (Table 7, spec_001 §9.2) as fairseq data.
 
-    python data-prep/algorithmic.py --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
+    compgen prep algorithmic --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
         [--train-size 200000] [--test-size 1024] [--joined-dictionary] [--no-binarize]
 
 Writes ``OUT/<task>/{train,valid,test}.{src,tgt}`` (valid: a fresh in-distribution sample; test: the longer
@@ -14,16 +13,12 @@ reverse, dup, cart, inters. The copy-decoder models (`ontanon_*_c`, small-*, lar
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import algorithmic
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -41,7 +36,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("algorithmic", __doc__)
     p.add_argument("--out", required=True, type=Path, help="output folder; data goes to OUT/<task>/")
     p.add_argument("--tasks", nargs="+", choices=algorithmic.TASKS, default=list(algorithmic.TASKS))
     p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")

@@ -1,11 +1,10 @@
-#!/usr/bin/env python
 """Prepare CFQ splits as fairseq text and binary data.
 
 CFQ: Keysers et al. (2020), "Measuring Compositional Generalization: A
 Comprehensive Method on Realistic Data", ICLR.  Splits MCD1/2/3 and the
 output-length split (query_complexity), as in Csordás, Irie & Schmidhuber (2021).
 
-    python data-prep/cfq.py --split mcd1 [--split mcd2 ...] --out data/cfq \
+    compgen prep cfq --split mcd1 [--split mcd2 ...] --out data/cfq \
         [--cfq-tarball cfq1.1.tar.gz | --cfq-dir DIR | --preprocessed-dir DIR] \
         [--joined-dictionary] [--no-binarize] [--no-count-check] [--intermediate]
 
@@ -24,20 +23,16 @@ restore hypotheses with ``python -m fairseq_compgen.data.cfq_im restore``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import cfq, cfq_im
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("cfq", __doc__)
     p.add_argument(
         "--split", action="append", required=True, choices=sorted(cfq.SPLIT_FILES) + ["all"],
         help="split to prepare (repeatable; 'all' = mcd1, mcd2, mcd3, query_complexity)",

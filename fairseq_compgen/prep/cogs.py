@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Prepare COGS as fairseq text and binary data.
 
 COGS: Kim & Linzen (2020), "COGS: A Compositional Generalization Challenge
@@ -6,7 +5,7 @@ Based on Semantic Interpretation", EMNLP.  As in Csordás, Irie & Schmidhuber
 (2021), train on train.tsv, IID validation on dev.tsv, generalization on gen.tsv
 (add --joined-dictionary for their shared vocabulary).
 
-    python data-prep/cogs.py --out data/cogs [--cogs-dir DIR] [--train train_100] \
+    compgen prep cogs --out data/cogs [--cogs-dir DIR] [--train train_100] \
         [--joined-dictionary] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<name>/{train,valid,test,gen}.{src,tgt}`` (``<name>`` is
@@ -29,16 +28,12 @@ the files are downloaded from https://github.com/najoungkim/COGS.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import cogs
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def split_name(train: str) -> str:
@@ -64,7 +59,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("cogs", __doc__)
     p.add_argument("--out", required=True, type=Path, help="output folder (data/cogs); data goes to OUT/<name>/")
     p.add_argument(
         "--cogs-dir", type=Path, default=None,

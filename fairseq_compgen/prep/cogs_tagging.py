@@ -1,18 +1,17 @@
-#!/usr/bin/env python
 """Prepare COGS as sequence tagging (Ontañón et al. 2022, "Making Transformers
 Solve Compositional Tasks", ACL, Section 4.5.1; spec_001 §6.1).
 
 COGS: Kim & Linzen (2020), EMNLP.  Every sentence token gets 5 tags
 (fairseq_compgen/data/cogs_tagging.py), written as aligned text files:
 
-    python data-prep/cogs_tagging.py --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
+    compgen prep cogs_tagging --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
 
 Writes ``OUT/{train,valid,test,gen}.{src,parent,role,category,noun_type,verb_name,lf}``
 (``.src`` = the sentence, whitespace tokens with the final "."; one tag per
 token on each tag line, ``_`` for an empty tag; ``.lf`` = the reference
 logical form), ``gen.cat`` (the category of every gen line) and the fairseq
 dictionaries ``dict.src.txt`` and ``dict.<tag>.txt`` over every subset (so gen
-words are known, as data-prep/cogs.py --dict-from all; the cogs_tagging task
+words are known, as compgen prep cogs --dict-from all; the cogs_tagging task
 loads them, so a checkpoint decodes with the vocabularies it was trained with).  Every example
 is checked to round-trip (tags -> the reference logical form) before anything
 is written; a failure is an error naming file and line.  The counts and the 21 gen categories are checked
@@ -23,23 +22,19 @@ folder and renamed into ``OUT`` together at the end (an error leaves the previou
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
-
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import cogs
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.binarize import count_checker, nonempty_checker
 from fairseq_compgen.data.io import DataError, staged_dir
+from fairseq_compgen.prep import argument_parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("cogs_tagging", __doc__)
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--cogs-dir", type=Path, help="local copy of the COGS data/ folder (else downloaded)")
     p.add_argument("--train", default="train", choices=cogs.TRAIN_FILES)

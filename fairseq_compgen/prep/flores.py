@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """Prepare FLoRes v1 Ne<->En / Si<->En as fairseq text and binary data (sentencepiece BPE, joined dictionary).
 
 Guzmán et al. (2019); the paper's Tables 5 and 7.
 
-    python data-prep/flores.py --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
+    compgen prep flores --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
         [--vocab-size 5000] [--separate-dictionaries] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<direction>/{train,valid,test[,dev]}.{src,tgt}`` (sentencepiece pieces), the model
@@ -21,16 +20,12 @@ supervised data of floresv1's download-data.sh); without it dev is the training 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import flores
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -46,7 +41,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("flores", __doc__)
     p.add_argument("--out", required=True, type=Path, help="output folder; data goes to OUT/<direction>/")
     p.add_argument("--direction", required=True, choices=flores.DIRECTIONS)
     p.add_argument("--flores-dir", type=Path, help=f"folder holding {flores.ARCHIVE} (default: download)")

@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """Prepare IWSLT'14 De-En as fairseq's prepare-iwslt14.sh does (tokenize, lowercase, clean, BPE), binarized
 with a joined dictionary (the paper's A.2 setup, Table 4).
 
-    python data-prep/iwslt14.py --out data/iwslt14 [--iwslt-dir DIR] [--bpe-tokens 10000] \
+    compgen prep iwslt14 --out data/iwslt14 [--iwslt-dir DIR] [--bpe-tokens 10000] \
         [--separate-dictionaries] [--no-binarize] [--no-count-check]
 
 ``--iwslt-dir``: the extracted ``de-en/`` folder of de-en.tgz (train.tags.de-en.{de,en} and the
@@ -15,16 +14,12 @@ IWSLT14.TED*.xml files); default: download it.  Writes ``OUT/de-en/{train,valid,
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import iwslt14
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def prepare(args: argparse.Namespace) -> Dict[str, dict]:
@@ -38,7 +33,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("iwslt14", __doc__)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--iwslt-dir", type=Path, help="extracted de-en/ folder of de-en.tgz (default: download)")
     p.add_argument("--bpe-tokens", type=int, default=iwslt14.BPE_TOKENS, help="BPE merges (10000)")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Prepare Mathematics dataset modules as fairseq text and binary data (character level).
 
 Mathematics dataset: Saxton, Grefenstette, Hill & Kohli (2019), "Analysing
@@ -6,7 +5,7 @@ Mathematical Reasoning Abilities of Neural Models", ICLR.  Modules
 arithmetic__add_or_sub and numbers__place_value as in Csordás, Irie &
 Schmidhuber (2021).
 
-    python data-prep/mathematics.py --module arithmetic__add_or_sub --out data/math \
+    compgen prep mathematics --module arithmetic__add_or_sub --out data/math \
         [--math-dir DIR | --math-tarball mathematics_dataset-v1.0.tar.gz] [--workers N] \
         [--joined-dictionary] [--no-binarize]
 
@@ -24,21 +23,17 @@ processing; the copy in ../shared/data/math is a regeneration).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
-
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import download
 from fairseq_compgen.data import math_dataset as md
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("mathematics", __doc__)
     p.add_argument("--module", action="append", required=True, choices=list(md.MODULES) + ["all"],
                    help="module (repeatable; 'all' = both)")
     p.add_argument("--out", required=True, type=Path, help="output folder (data/math); a module goes to OUT/<module>/")

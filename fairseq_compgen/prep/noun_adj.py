@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Prepare the noun-adjective ordering En->Fr data set (the paper's Section 4.2, Table 2) from Europarl v7.
 
-    python data-prep/noun_adj.py --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
+    compgen prep noun_adj --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
         [--bpe-tokens 40000] [--separate-dictionaries] [--no-binarize]
 
 ``--europarl-dir`` holds ``europarl-v7.fr-en.{en,fr}``; default: download fr-en.tgz (194 MB).
@@ -18,17 +17,13 @@ sentences (full corpus, CoreNLP parser); a different count is only reported.  Sc
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
-
-if importlib.util.find_spec("fairseq_compgen") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairseq_compgen.data import download, noun_adj
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
 from fairseq_compgen.data.iwslt14 import extract_archive, learn_apply_bpe
+from fairseq_compgen.prep import argument_parser
 
 URL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
 
@@ -67,7 +62,7 @@ def prepare(args: argparse.Namespace) -> Dict[str, dict]:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("noun_adj", __doc__)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--europarl-dir", type=Path, help="folder with europarl-v7.fr-en.{en,fr} (default: download)")
     p.add_argument("--tagger", choices=noun_adj.TAGGERS, default="auto",

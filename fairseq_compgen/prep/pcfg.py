@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Prepare PCFG SET splits as fairseq text and binary data.
 
 PCFG SET: Hupkes, Dankers, Mul & Bruni (2020), "Compositionality Decomposed:
@@ -6,7 +5,7 @@ How do Neural Networks Generalise?", JAIR.  Productivity and systematicity
 splits as in Csordás, Irie & Schmidhuber (2021) (add --joined-dictionary for
 their shared vocabulary); ``pcfgset`` is the IID basis corpus.
 
-    python data-prep/pcfg.py --split productivity --out data/pcfg [--pcfg-dir DIR] \
+    compgen prep pcfg --split productivity --out data/pcfg [--pcfg-dir DIR] \
         [--joined-dictionary] [--no-binarize] [--no-count-check] [--no-validate]
 
 Reads ``<split>/{train,test}.{src,tgt}`` (pcfgset: train/dev/test) from
@@ -21,20 +20,16 @@ systematicity 82,168 / 10,175).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data import pcfg
 from fairseq_compgen.data.binarize import add_common_args, common_options, prepare_split
+from fairseq_compgen.prep import argument_parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("pcfg", __doc__)
     p.add_argument("--split", action="append", required=True, choices=sorted(pcfg.SPLITS), help="split (repeatable)")
     p.add_argument("--out", required=True, type=Path, help="output folder (data/pcfg); a split goes to OUT/<split>/")
     p.add_argument("--pcfg-dir", type=Path, default=None, help="local copy of data/pcfgset/; default: download")

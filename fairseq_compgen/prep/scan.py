@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Prepare SCAN splits as fairseq text and binary data.
 
 SCAN: Lake & Baroni (2018), "Generalization without systematicity: On the
@@ -6,7 +5,7 @@ compositional skills of sequence-to-sequence recurrent networks", ICML.
 Length cutoff splits: Csordás, Irie & Schmidhuber (2021), "The Devil is in the
 Detail: Simple Tricks Improve Systematic Generalization of Transformers", EMNLP.
 
-    python data-prep/scan.py --split length_cutoff_26 --out data/scan \
+    compgen prep scan --split length_cutoff_26 --out data/scan \
         [--scan-dir DIR] [--joined-dictionary] [--no-binarize]
 
 Writes ``OUT/<split>/<subset>.src`` and ``.tgt`` (one example per line,
@@ -21,16 +20,12 @@ folder is built in a temporary folder and renamed into place at the end.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-if importlib.util.find_spec("fairseq_compgen") is None:  # run from a checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from fairseq_compgen.data.binarize import add_common_args, prepare_split
 from fairseq_compgen.data.scan import GENERATED_SPLITS, build_split, split_names
+from fairseq_compgen.prep import argument_parser
 
 
 def prepare(
@@ -45,7 +40,7 @@ def prepare(
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argument_parser("scan", __doc__)
     p.add_argument(
         "--split", required=True,
         help="SCAN split: all-generated, " + ", ".join(split_names()),
