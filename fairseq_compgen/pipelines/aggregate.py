@@ -1,23 +1,27 @@
 """Turn a sweep's results into the papers' tables and plots.
 
-    python -m fairseq_compgen.pipelines.aggregate OUT [--best] [--scale 100] [--digits 2] [--transpose]
-        [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases] [--categories SUBSET]
-        [--export results/NAME]
+    python -m fairseq_compgen.pipelines.aggregate OUT [--metric accuracy] [--best] [--scale 100] [--digits 2]
+        [--transpose] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
+        [--categories SUBSET] [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Every finished run (done.json) contributes
-the exact-match accuracy of each evaluated subset (eval/<subset>.json, from the last checkpoint). Per configuration
-and (dataset, subset): mean ± sample standard deviation over seeds (Bessel's correction, n - 1; "-" for one seed);
-a cell with fewer finished seeds than planned shows "(k/n)". ``--best`` sets the best mean of each column in bold.
+the value of ``--metric`` (default ``accuracy``) of each evaluated subset, read from its eval/<subset>.json (from
+the last checkpoint): any numeric key works -- ``accuracy`` (exact match, scoring/exact_match.py, also the
+cogs_tagging runs'), ``bleu`` (scoring/bleu.py), ``comp`` (scoring/comp.py), ... A result file without that key
+is an error naming the file and the keys it has. Per configuration and (dataset, subset): mean ± sample standard
+deviation over seeds (Bessel's correction, n - 1; "-" for one seed); a cell with fewer finished seeds than planned
+shows "(k/n)". ``--best`` sets the highest mean of each column in bold.
 
 Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
-Csordás et al.'s Table 3), OUT/table.csv (one line per cell, full precision, every seed's value), and
-OUT/plots/<dataset>.png: validation accuracy vs updates per subset, parsed from the runs' train.log (the compgen
-task's `| valid on 'SUBSET' subset | ... | accuracy A | ... | num_updates N` lines; `exact_match A` for the
-cogs_tagging task), mean over seeds with a ±std band.
+Csordás et al.'s Table 3), OUT/table.csv (one line per cell with its metric, full precision, every seed's value),
+and OUT/plots/<dataset>.png: the metric on each validated subset vs updates, from the validation records of the
+runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
+cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
+validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen). ``--export DIR``
 copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
-``--t5-biases`` also plots the learned T5 biases (scripts/plot_t5_biases.py) of every finished run whose arch
+``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
 """
 from __future__ import annotations
@@ -26,7 +30,6 @@ import argparse
 import csv
 import json
 import math
-import re
 import shutil
 import statistics
 import subprocess
@@ -37,12 +40,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines.sweep import DONE, REPO, Run, read_plan
+from fairseq_compgen.pipelines import train_log
+from fairseq_compgen.pipelines.sweep import DONE, Run, read_plan
 
-# the exact-match metric of a validation line: `accuracy` (compgen task) or `exact_match` (cogs_tagging task)
-VALID_LINE = re.compile(
-    r"valid on '([^']+)' subset \|.*?\| (?:accuracy|exact_match) ([-+0-9.eE]+|nan) \|.*?\bnum_updates (\d+)")
-
+# what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
+LOGGED_AS = {"accuracy": ("accuracy", "exact_match")}
 
 NO_SUBSET = "(no finished run)"  # the column of a dataset whose subsets are all implicit and that has no results
 
@@ -53,7 +55,7 @@ class Cell:
     subset: str
     config: str
     planned: int
-    values: Dict[int, float] = field(default_factory=dict)  # seed -> accuracy
+    values: Dict[int, float] = field(default_factory=dict)  # seed -> the metric's value
 
     @property
     def n(self) -> int:
@@ -69,8 +71,19 @@ class Cell:
         return statistics.stdev(self.values.values()) if self.n >= 2 else math.nan
 
 
-def collect(out) -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
-    """(spec, runs, cells): cells keyed by (dataset, subset, config), in sweep order."""
+def read_metric(path: Path, metric: str) -> float:
+    """The numeric value of `metric` in an evaluation JSON; UsageError naming the file and its keys if absent."""
+    result = json.loads(path.read_text())
+    value = result.get(metric) if isinstance(result, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        keys = ", ".join(result) if isinstance(result, dict) else type(result).__name__
+        raise UsageError(f"{path} has no numeric {metric!r} (--metric {metric}); its keys: {keys}")
+    return float(value)
+
+
+def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
+    """(spec, runs, cells): cells keyed by (dataset, subset, config), in sweep order; a cell's values are
+    `metric` of the finished runs' eval/<subset>.json."""
     out = Path(out)
     plan = read_plan(out)
     runs = plan["runs"]
@@ -91,11 +104,10 @@ def collect(out) -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
         if made_with is not None and made_with != Run(**r).settings():
             changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
-        accs = {}
-        for p in sorted((d / "eval").glob("*.json")):
-            accs[p.stem] = float(json.loads(p.read_text())["accuracy"])
+        files = {p.stem: p for p in sorted((d / "eval").glob("*.json"))}
         if r.get("subsets"):
-            accs = {s: accs[s] for s in r["subsets"] if s in accs}
+            files = {s: files[s] for s in r["subsets"] if s in files}
+        accs = {s: read_metric(p, metric) for s, p in files.items()}
         results[r["dataset"], r["config"], r["seed"]] = accs
         known = subsets.setdefault(r["dataset"], list(r.get("subsets") or []))
         known.extend(s for s in accs if s not in known)
@@ -176,19 +188,25 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path, cells, best: bool = False) -> None:
+def write_csv(path, cells, best: bool = False, metric: str = "accuracy") -> None:
     top = best_configs(cells) if best else {}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["dataset", "subset", "configuration", "n", "planned", "mean", "std", "best", "values"])
+        w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values"])
         for (d, s, c), cell in cells.items():
-            w.writerow([d, s, c, cell.n, cell.planned, repr(cell.mean), repr(cell.std), int(c in top.get((d, s), ())),
+            w.writerow([d, s, c, metric, cell.n, cell.planned, repr(cell.mean), repr(cell.std),
+                        int(c in top.get((d, s), ())),
                         ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items()))])
 
 
 # what --export keeps of a run: its records and results, not its checkpoints
 EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "command.history")
-METRIC_LINE = re.compile(r"\| (?:valid on '[^']+' subset|train) \|")  # validations and epoch summaries
+
+
+def _metric_line(line: str) -> bool:
+    """A validation or epoch-summary line of a train.log (either log format)."""
+    record = train_log.parse_line(line)
+    return record is not None and record.kind in ("valid", "train")
 
 
 def export(runs: List[dict], out: Path, dest: Path) -> int:
@@ -209,7 +227,7 @@ def export(runs: List[dict], out: Path, dest: Path) -> int:
                 shutil.copy2(src / name, to / name)
         if (src / "train.log").is_file():
             lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
-                     if METRIC_LINE.search(line)]
+                     if _metric_line(line)]
             (to / "train_metrics.log").write_text("".join(lines))
         n += 1
     for path in [out / "sweep.json", out / "table.md", out / "table.csv", *sorted(out.glob("categories_*.md"))]:
@@ -228,6 +246,9 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
         if not (Path(r["dir"]) / DONE).is_file() or not path.is_file():
             continue
         result = json.loads(path.read_text())
+        if "accuracy" not in result:
+            raise UsageError(f"{path} has no exact-match 'accuracy' (--categories is for exact-match results); "
+                             f"its keys: {', '.join(result)}")
         for cat, v in (result.get("per_category") or {}).items():
             per[r["dataset"], r["config"]][cat].append(float(v["accuracy"]))
         per[r["dataset"], r["config"]]["**overall**"].append(float(result["accuracy"]))
@@ -246,17 +267,22 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
     return "\n".join(lines) + "\n"
 
 
-def learning_curves(log: Path) -> Dict[str, Dict[int, float]]:
-    """subset -> {num_updates: accuracy} from a fairseq train.log (a later line for the same update wins,
-    e.g. after a resume)."""
+def learning_curves(log: Path, metric: str = "accuracy", logged: Optional[set] = None) -> Dict[str, Dict[int, float]]:
+    """subset -> {num_updates: value of `metric`} from the validation records of a fairseq train.log, simple or
+    JSON format (a later record for the same update wins, e.g. after a resume). `logged`, if given, receives the
+    names of every validated metric."""
+    names = LOGGED_AS.get(metric, (metric,))
     curves: Dict[str, Dict[int, float]] = defaultdict(dict)
-    if log.is_file():
-        for m in VALID_LINE.finditer(log.read_text(errors="replace")):
-            curves[m.group(1)][int(m.group(3))] = float(m.group(2))
+    for subset, step, stats in train_log.validation_records(log):
+        if logged is not None:
+            logged.update(stats)
+        value = next((stats[k] for k in names if k in stats), None)
+        if value is not None:
+            curves[subset][step] = value
     return dict(curves)
 
 
-def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0) -> List[Path]:
+def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric: str = "accuracy") -> List[Path]:
     import logging
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging setup would print font searches
@@ -267,17 +293,18 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0) -> Lis
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, without, logged = [], [], set()
     for dataset in dict.fromkeys(r["dataset"] for r in runs):
-        # config -> subset -> update -> [accuracy per seed]
+        # config -> subset -> update -> [value per seed]
         data: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         for r in runs:
             if r["dataset"] == dataset:
-                for subset, curve in learning_curves(Path(r["dir"]) / "train.log").items():
-                    for step, acc in curve.items():
-                        data[r["config"]][subset][step].append(acc * scale)
+                for subset, curve in learning_curves(Path(r["dir"]) / "train.log", metric, logged).items():
+                    for step, value in curve.items():
+                        data[r["config"]][subset][step].append(value * scale)
         subsets = _order({s for c in data.values() for s in c})
         if not subsets:
+            without.append(dataset)
             continue
         fig, axes = plt.subplots(1, len(subsets), figsize=(4.5 * len(subsets), 3.5), squeeze=False)
         for ax, subset in zip(axes[0], subsets):
@@ -293,7 +320,7 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0) -> Lis
                                 color=line.get_color(), alpha=0.2, linewidth=0)
             ax.set_title(f"{_label(spec, 'datasets', dataset)}: {subset}")
             ax.set_xlabel("updates")
-            ax.set_ylabel("accuracy" + (" (%)" if scale == 100 else ""))
+            ax.set_ylabel(metric + (" (%)" if scale == 100 else ""))
             ax.grid(alpha=0.3)
         axes[0][-1].legend(fontsize="small")
         fig.tight_layout()
@@ -301,6 +328,9 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0) -> Lis
         fig.savefig(path, dpi=120)
         plt.close(fig)
         written.append(path)
+    if without:
+        print(f"aggregate: no learning-curve plot for {', '.join(without)}: no validation {metric!r} in the runs' "
+              f"train.log (validations there log: {', '.join(sorted(logged)) or 'nothing'})", file=sys.stderr)
     return written
 
 
@@ -313,7 +343,8 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
             continue
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{r['dataset']}_{r['config']}_seed{r['seed']}.png"
-        p = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_t5_biases.py"), str(ckpt), "-o", str(path)],
+        # its own process: torch stays out of this one
+        p = subprocess.run([sys.executable, "-m", "fairseq_compgen.pipelines.t5_biases", str(ckpt), "-o", str(path)],
                            capture_output=True, text=True)
         if p.returncode == 0:
             written.append(path)
@@ -326,8 +357,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("out", help="the sweep's output folder (holding sweep.json)")
-    p.add_argument("--best", action="store_true", help="bold the best configuration of each column")
-    p.add_argument("--scale", type=float, default=1.0, help="multiply accuracies (100 for percent)")
+    p.add_argument("--best", action="store_true", help="bold the best (highest) mean of each column")
+    p.add_argument("--metric", default="accuracy",
+                   help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy (default), bleu, "
+                        "comp, ...")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply the values (100 for percent)")
     p.add_argument("--digits", type=int, default=2)
     p.add_argument("--transpose", action="store_true", help="rows: dataset/subset, columns: configurations")
     p.add_argument("--markdown", help="default OUT/table.md")
@@ -344,13 +378,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
     out = Path(a.out)
-    spec, runs, cells = collect(out)
+    spec, runs, cells = collect(out, a.metric)
     if not any(c.n for c in cells.values()):
         raise UsageError(f"{out}: none of the {len(runs)} planned runs has finished (no done.json with results): "
                          f"nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
-    write_csv(a.csv or out / "table.csv", cells, a.best)
+    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric)
     print(md, end="")
     if a.categories:
         cat_md = category_table(spec, runs, a.categories)
@@ -361,7 +395,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"export: {n} finished runs -> {a.export}")
     if not a.no_plots:
         plots = Path(a.plots or out / "plots")
-        for path in plot_curves(spec, runs, plots, a.scale):
+        for path in plot_curves(spec, runs, plots, a.scale, a.metric):
             print(f"plot: {path}")
         if a.t5_biases:
             for path in plot_t5_biases(runs, plots / "t5_biases"):
