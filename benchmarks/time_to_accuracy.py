@@ -23,15 +23,15 @@ import argparse
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 
+from fairseq_compgen.pipelines.train_log import parse_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VALID = re.compile(r"\| INFO \| (\S+) \| (\{.*\})\s*$")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -45,24 +45,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def parse_valid_line(line: str, subsets):
-    """fairseq's JSON progress line for one validation subset -> (subset, {metric: float}) or None."""
-    m = VALID.search(line)
-    if not m or m.group(1) not in subsets:
+    """fairseq's progress line for one validation of a requested subset -> (subset, {metric: float, num_updates})
+    or None (fairseq_compgen.pipelines.train_log reads the line)."""
+    r = parse_line(line)
+    if r is None or r.kind != "valid" or r.subset not in subsets or r.num_updates is None:
         return None
-    try:
-        stats = json.loads(m.group(2))
-    except json.JSONDecodeError:
-        return None
-    subset = m.group(1)
-    prefix = subset + "_"
-    out = {}
-    for k, v in stats.items():
-        if k.startswith(prefix):
-            try:
-                out[k[len(prefix):]] = float(v)
-            except (TypeError, ValueError):
-                pass
-    return (subset, out) if "num_updates" in out else None
+    return r.subset, {**r.stats, "num_updates": float(r.num_updates)}
 
 
 def accuracies(metrics: dict) -> dict:

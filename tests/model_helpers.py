@@ -1,6 +1,5 @@
-"""Test shorthands over fairseq_compgen.models.standalone, and a loader for the data-prep scripts."""
+"""Test shorthands over fairseq_compgen.models.standalone, and a loader for the `compgen prep` modules."""
 import importlib.util
-from pathlib import Path
 
 import fairseq_compgen
 from fairseq_compgen.models.standalone import build_model as build  # noqa: F401
@@ -10,9 +9,8 @@ fairseq_compgen.register()
 
 
 def data_prep_script(name: str):
-    """data-prep/<name>.py as a fresh module (the scripts are not a package); each call loads a new copy."""
-    path = Path(__file__).resolve().parents[1] / "data-prep" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_data_prep", path)
+    """fairseq_compgen.prep.<name> (`compgen prep <name>`) as a fresh module: each call loads a new copy."""
+    spec = importlib.util.find_spec(f"fairseq_compgen.prep.{name}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

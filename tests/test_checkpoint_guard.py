@@ -52,7 +52,7 @@ def one_line_error(p, *needles):
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
     out = tmp_path_factory.mktemp("scan")
-    run([sys.executable, "data-prep/scan.py", "--split", "length_cutoff_26", "--out", out])
+    run([sys.executable, "-m", "fairseq_compgen.prep.scan", "--split", "length_cutoff_26", "--out", out])
     return out / "length_cutoff_26"
 
 
@@ -184,7 +184,7 @@ def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
 
 def test_misused_commands_say_so_in_one_line(tmp_path):
     """Found by trying misuses: a tagging folder given to --task compgen (fairseq: 'Could not infer language
-    pair' traceback) and a file that is not fairseq-generate output given to compgen-score (a traceback)."""
+    pair' traceback) and a file that is not fairseq-generate output given to `compgen score` (a traceback)."""
     folder = tmp_path / "tagging"
     folder.mkdir()
     (folder / "dict.src.txt").write_text("a 1\n")
@@ -192,7 +192,7 @@ def test_misused_commands_say_so_in_one_line(tmp_path):
                    "--task cogs_tagging")
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
-    one_line_error(run([BIN / "compgen-score", text], ok=False), f"{text}: no T-/H- lines found")
+    one_line_error(run([sys.executable, "-m", "fairseq_compgen.cli", "score", "exact_match", text], ok=False), f"{text}: no T-/H- lines found")
 
 
 def test_weights_only_relaxation_is_scoped_to_fairseqs_loader(trained, tmp_path):
@@ -218,9 +218,9 @@ except Exception as e:
 
 
 def test_console_commands_do_not_import_fairseq_or_torch():
-    """compgen-score / compgen-sweep / compgen-aggregate start without importing fairseq (about 5 s of imports
+    """compgen score / sweep / aggregate start without importing fairseq (about 5 s of imports
     before; registration happens when fairseq imports the plugin, or on fairseq_compgen.register())."""
-    code = ("import sys, fairseq_compgen.scoring.exact_match, fairseq_compgen.pipelines.sweep, "
-            "fairseq_compgen.pipelines.aggregate; print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
+    code = ("import sys, fairseq_compgen.cli, fairseq_compgen.scoring.exact_match, fairseq_compgen.pipelines.sweep, "
+            "fairseq_compgen.pipelines.aggregate, fairseq_compgen.pipelines.train, fairseq_compgen.pipelines.evaluate; print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]

@@ -148,3 +148,30 @@ def test_a_sweep_refuses_a_run_whose_recipe_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(recipes, "get", lambda name: edited)
     (change,) = run.changed_settings()
     assert change.startswith("recipe_options: {") and "'lr': '1e-3'" in change and "'lr': '5e-4'" in change
+
+
+def test_an_unknown_arch_is_one_line(tmp_path):
+    data = _data_folder(tmp_path / "d", tagging=False)
+    (data / "train.src-tgt.src.idx").write_text("")
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", "csordas/scan", "--cpu",
+                        "rel_uni_transformer_sacn", str(data), str(tmp_path / "run")], capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1] == (
+        "fairseq_compgen: error: --arch 'rel_uni_transformer_sacn' is not registered (compgen help lists them)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_aggregate_defaults_to_the_metric_the_sweep_evaluates_with():
+    from fairseq_compgen.pipelines.aggregate import default_metric
+
+    assert default_metric({"datasets": {"scan": {}}}) == "accuracy"
+    assert default_metric({"datasets": {"iwslt": {"metric": "bleu"}, "wmt": {"metric": "bleu"}}}) == "bleu"
+    with pytest.raises(UsageError, match=r"different metrics \(accuracy, comp\): choose one with --metric"):
+        default_metric({"datasets": {"scan": {"metric": "exact_match"}, "na": {"metric": "comp"}}})
+
+
+def test_a_sweep_refuses_an_unknown_metric(tmp_path):
+    data = _data_folder(tmp_path / "d", tagging=False)
+    path = tmp_path / "s.yaml"
+    path.write_text(f"datasets:\n  d:\n    data: {data}\n    metric: blue\nconfigurations:\n  c:\n    arch: rel_uni_transformer\n")
+    with pytest.raises(UsageError, match="dataset 'd': metric 'blue' is not one of exact_match, bleu, comp"):
+        sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)

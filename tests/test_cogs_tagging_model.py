@@ -190,7 +190,8 @@ def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
          "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
         capture_output=True, text=True, env=_env(), timeout=600)
     assert train.returncode == 0, train.stderr[-3000:]
-    assert "--task cogs_tagging --criterion cogs_tagging" in (save / "command.txt").read_text()
+    command = (save / "command.txt").read_text()  # compgen train picks the tagging task for a tagging folder
+    assert "--task cogs_tagging " in command and "--criterion cogs_tagging " in command
     ev = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(save / "checkpoint_last.pt"),
                          str(small), "gen", "valid", "--cpu"], capture_output=True, text=True, env=_env(), timeout=600)
     assert ev.returncode == 0, ev.stderr[-3000:]
@@ -210,7 +211,7 @@ def test_tagging_task_and_decoder_name_missing_files(tmp_path):
 
     _, small = _tiny_task(tmp_path, n=4)
     (small / "dict.role.txt").unlink()
-    with pytest.raises(FileNotFoundError, match="dict.role.txt.*data-prep/cogs_tagging.py"):
+    with pytest.raises(FileNotFoundError, match="dict.role.txt.*compgen prep cogs_tagging"):
         CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small)))
     from fairseq_compgen.tasks import cogs_tagging_generate
 

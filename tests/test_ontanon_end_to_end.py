@@ -1,5 +1,5 @@
 """Ontañón et al.'s configuration with every new mechanism at once (rel2-eb position encodings in self- and
-cross-attention, copy decoder) through the real commands: algorithmic data-prep, fairseq-train, fairseq-generate."""
+cross-attention, copy decoder) through the real commands: compgen prep algorithmic, fairseq-train, fairseq-generate."""
 import os
 import re
 import subprocess
@@ -18,7 +18,7 @@ def run(cmd):
 
 
 def test_rel2_eb_copy_decoder_trains_and_generates(tmp_path):
-    run([sys.executable, "data-prep/algorithmic.py", "--out", tmp_path / "alg", "--tasks", "reverse",
+    run([sys.executable, "-m", "fairseq_compgen.prep.algorithmic", "--out", tmp_path / "alg", "--tasks", "reverse",
          "--train-size", "1000", "--test-size", "60", "--joined-dictionary"])
     data = tmp_path / "alg" / "reverse" / "bin"
     log = run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",

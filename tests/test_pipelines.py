@@ -237,7 +237,7 @@ def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
 
 
 def test_evaluate_without_binaries_fails_instead_of_evaluating_nothing(tmp_path):
-    """Issue 16: evaluate.sh on a folder without binaries exited 0 having evaluated nothing."""
+    """Issue 16: evaluation of a folder without binaries exited 0 having evaluated nothing."""
     ckpt = tmp_path / "checkpoint_last.pt"
     ckpt.write_bytes(b"")
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(ckpt), str(tmp_path)],

@@ -24,25 +24,20 @@ project's `uni_transformer_<task>` defaults.
 
 Training (§5): Adam, token-wise cross-entropy (no label smoothing), constant lr; batch 256 / lr 1e-3 / 50k steps
 (SCAN), 256 / 1e-4 / 50k (Math), 64 / 1e-4 / 300k (PCFG); lambda = 1e-4, orthogonality loss on the encoder only.
-scripts/train_csordas.sh sets exactly these batch / lr / steps per dataset (plus Csordás et al.'s gradient
-clipping: 5 / 0.1 / 1, which the paper does not state); extra flags override its criterion. Table 4, one seed:
+The recipes csordas/scan, csordas/math and csordas/pcfg set exactly these batch / lr / steps (plus Csordás et
+al.'s gradient clipping: 5 / 0.1 / 1, which the paper does not state); extra flags override their criterion.
+Table 4, one seed:
 
     # Linear Transformer, L2, orthogonality loss ✓ (paper: OOD 56.3 ± 5.4)
-    scripts/train_csordas.sh scan linear_l2_uni_transformer_scan data/scan/length_cutoff_26/bin runs/lt_l2_orth_s1 \\
-        --seed 1 --criterion label_smoothed_cross_entropy_with_orthogonality --orthogonality-lambda 1e-4
+    compgen train --recipe csordas/scan linear_l2_uni_transformer_scan data/scan/length_cutoff_26/bin \\
+        runs/lt_l2_orth_s1 --seed 1 --criterion label_smoothed_cross_entropy_with_orthogonality \\
+        --orthogonality-lambda 1e-4
     # Linear Transformer, no normalization, no orthogonality loss (paper: OOD 46.9 ± 8.9)
-    scripts/train_csordas.sh scan linear_uni_transformer_scan data/scan/length_cutoff_26/bin runs/lt_s1 --seed 1
+    compgen train --recipe csordas/scan linear_uni_transformer_scan data/scan/length_cutoff_26/bin runs/lt_s1 --seed 1
 
-i.e. the fairseq-train command (what train_csordas.sh runs for scan, with the orthogonality criterion):
-
-    fairseq-train DATA_BIN --user-dir fairseq_compgen --task compgen --arch linear_l2_uni_transformer_scan \\
-        --criterion label_smoothed_cross_entropy_with_orthogonality --orthogonality-lambda 1e-4 \\
-        --optimizer adam --adam-betas '(0.9, 0.999)' --adam-eps 1e-8 --weight-decay 0 --lr 1e-3 \\
-        --lr-scheduler fixed --batch-size 256 --max-update 50000 --clip-norm 5 --required-batch-size-multiple 1 \\
-        --seed 1 --save-dir SAVE_DIR
-
-Math: `scripts/train_csordas.sh math linear_l1_uni_transformer_math ...` (batch 256, lr 1e-4, 50k, clip 0.1);
-PCFG: `scripts/train_csordas.sh pcfg linear_l1_uni_transformer_pcfg ...` (batch 64, lr 1e-4, 300k, clip 1).
+(`--dry-run` prints the fairseq-train command.) Math: `compgen train --recipe csordas/math
+linear_l1_uni_transformer_math ...` (batch 256, lr 1e-4, 50k, clip 0.1); PCFG: `--recipe csordas/pcfg`
+(batch 64, lr 1e-4, 300k, clip 1).
 Report mean ± population std over 5 seeds (spec §A4.1), sequence exact match, last checkpoint.
 """
 from fairseq.models import register_model_architecture

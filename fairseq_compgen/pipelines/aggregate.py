@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines import train_log
+from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep import DONE, Run, read_plan
 
 # what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
@@ -353,14 +354,24 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
     return written
 
 
+def default_metric(spec: dict) -> str:
+    """The key of the eval JSONs that the sweep's datasets are scored by (`metric:` of each dataset; exact_match
+    writes `accuracy`); UsageError when they differ, as one table holds one metric."""
+    keys = {METRIC_KEY[(d or {}).get("metric") or "exact_match"] for d in spec.get("datasets", {}).values()} or {"accuracy"}
+    if len(keys) > 1:
+        raise UsageError(f"the sweep's datasets are scored by different metrics ({', '.join(sorted(keys))}): "
+                         f"choose one with --metric")
+    return keys.pop()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(prog="compgen aggregate", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("out", help="the sweep's output folder (holding sweep.json)")
     p.add_argument("--best", action="store_true", help="bold the best (highest) mean of each column")
-    p.add_argument("--metric", default="accuracy",
-                   help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy (default), bleu, "
-                        "comp, ...")
+    p.add_argument("--metric",
+                   help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy, bleu, comp, ... "
+                        "(default: what the sweep's datasets evaluate with, `metric:`; accuracy for exact_match)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the values (100 for percent)")
     p.add_argument("--digits", type=int, default=2)
     p.add_argument("--transpose", action="store_true", help="rows: dataset/subset, columns: configurations")
@@ -378,6 +389,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
     out = Path(a.out)
+    a.metric = a.metric or default_metric(read_plan(out)["spec"])
     spec, runs, cells = collect(out, a.metric)
     if not any(c.n for c in cells.values()):
         raise UsageError(f"{out}: none of the {len(runs)} planned runs has finished (no done.json with results): "

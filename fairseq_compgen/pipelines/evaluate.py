@@ -31,7 +31,8 @@ from typing import List, Optional, Sequence, Tuple
 from fairseq_compgen import recipes
 from fairseq_compgen.errors import MissingFileError, UsageError
 
-METRICS = ("exact_match", "bleu", "comp")
+METRIC_KEY = {"exact_match": "accuracy", "bleu": "bleu", "comp": "comp"}  # --metric -> its value's key in SUBSET.json
+METRICS = tuple(METRIC_KEY)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -142,9 +143,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
             generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmp)
         tmp.replace(generated)
         r = score(metric, generated, data, subset, n, out / f"{subset}.json", out / f"{subset}.table.txt")
-        value = {"exact_match": ("exact-match accuracy", r.get("accuracy")), "bleu": (r.get("label", "BLEU"), r.get("bleu")),
-                 "comp": ("COMP", r.get("comp"))}[metric]
-        echo(f"{subset:8s} n={r.get('n', n):6d} {value[0]}={value[1]:.4f}")
+        label = {"exact_match": "exact-match accuracy", "bleu": r.get("label", "BLEU"), "comp": "COMP"}[metric]
+        echo(f"{subset:8s} n={r.get('n', n):6d} {label}={r[METRIC_KEY[metric]]:.4f}")
         results[subset] = r
     return results
 

@@ -66,7 +66,6 @@ import fnmatch
 import json
 import os
 import queue
-import re
 import shlex
 import signal
 import subprocess
@@ -80,6 +79,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
@@ -173,7 +173,10 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
     for r in runs:
         if r.arch not in ARCH_MODEL_REGISTRY:
             raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
-                             f"registered (python -m fairseq_compgen.help lists them)")
+                             f"registered (compgen help lists them)")
+        if r.metric not in METRIC_KEY:
+            raise UsageError(f"{path}: dataset {r.dataset!r}: metric {r.metric!r} is not one of "
+                             f"{', '.join(METRIC_KEY)}")
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
@@ -385,7 +388,7 @@ class Runner:
         tmp = run.path / (DONE + ".tmp")
         tmp.write_text(json.dumps(done, indent=1))
         tmp.replace(run.path / DONE)
-        key = {"exact_match": "accuracy"}.get(run.metric, run.metric)
+        key = METRIC_KEY[run.metric]
         self.echo(f"done   {run.name}: " + ", ".join(f"{k} {key} {v.get(key, float('nan')):.4f}"
                                                   for k, v in done["metrics"].items()))
         return dict(done, status="done")

@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
     dev.add_argument("--gpus", type=int, default=1, help="GPUs in this node (fairseq spawns one process each)")
     p.add_argument("--nprocs", type=int, default=0, help="processes started by torchrun (with --cpu: gloo)")
     p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
-    p.add_argument("arch", help="a registered arch (compgen help archs), or '-' for the recipe's own")
+    p.add_argument("arch", help="a registered arch (compgen help lists them), or '-' for the recipe's own")
     p.add_argument("data", help="a fairseq-preprocess folder (compgen prep ...)")
     p.add_argument("save", help="the run's folder (--save-dir)")
     p.add_argument("flags", nargs=argparse.REMAINDER, help="fairseq-train flags (win over the recipe)")
@@ -77,15 +77,32 @@ def torchrun_command(nprocs: int, args: Sequence[str], cpu: bool) -> List[str]:
             *worker, "--", *args]
 
 
-def max_update(args: Sequence[str]) -> Optional[int]:
-    """The last --max-update given (fairseq takes the last occurrence); None when there is none or it is 0."""
+def last(args: Sequence[str], flag: str) -> Optional[str]:
+    """The value of the last `flag` in args (fairseq takes the last occurrence); None when it is not given."""
     value = None
     for i, a in enumerate(args):
-        if a == "--max-update" and i + 1 < len(args):
+        if a == flag and i + 1 < len(args):
             value = args[i + 1]
-        elif a.startswith("--max-update="):
+        elif a.startswith(flag + "="):
             value = a.split("=", 1)[1]
+    return value
+
+
+def max_update(args: Sequence[str]) -> Optional[int]:
+    """The --max-update given; None when there is none or it is 0."""
+    value = last(args, "--max-update")
     return int(value) if value not in (None, "0") else None
+
+
+def check_arch(args: Sequence[str]) -> None:
+    """fairseq's own refusal of an unknown --arch is a page of usage; ours is one line."""
+    import fairseq_compgen
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    fairseq_compgen.register()
+    arch = last(args, "--arch")
+    if arch not in ARCH_MODEL_REGISTRY:
+        raise UsageError(f"--arch {arch!r} is not registered (compgen help lists them)")
 
 
 def finished(save: Path, args: Sequence[str]) -> Optional[int]:
@@ -130,11 +147,17 @@ def record(save: Path, name: str, line: str) -> None:
 
 def run_fairseq_train(args: Sequence[str]) -> None:
     """fairseq-train in this process (what its console script does)."""
+    import logging
+
     from fairseq_cli.train import cli_main
 
     import fairseq_compgen
 
     fairseq_compgen.register()  # imported before fairseq, so fairseq's --user-dir import finds it registered
+    # fairseq_cli.train configures logging when first imported, unless something logged before (then Python's
+    # default `INFO:name:msg` on stderr stays): its own format on stdout, which the log readers expect
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
+                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
     sys.argv = ["fairseq-train", *args]
     cli_main()
 
@@ -155,6 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(shlex.join(command))
         return 0
     check_data(data)
+    check_arch(args)
     done = finished(save, args)
     if done is not None:
         print(f"compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "

@@ -131,7 +131,7 @@ def train_args(recipe: Optional[str], arch: Optional[str], data, save, extra: Se
     r = get(recipe) if recipe else _load()["_structure_tagging" if tagging else "_structure"]
     arch = arch or r.arch
     if not arch:
-        raise UsageError(f"recipe {r.name!r} has no default arch: name one (compgen help archs lists them)")
+        raise UsageError(f"recipe {r.name!r} has no default arch: name one (compgen help lists them)")
     options = dict(r.options)
     args = [str(data), "--user-dir", str(PACKAGE), "--task", str(options.pop("task", "compgen")), "--arch", arch]
     options.pop("arch", None)
