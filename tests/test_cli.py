@@ -175,3 +175,25 @@ def test_a_sweep_refuses_an_unknown_metric(tmp_path):
     path.write_text(f"datasets:\n  d:\n    data: {data}\n    metric: blue\nconfigurations:\n  c:\n    arch: rel_uni_transformer\n")
     with pytest.raises(UsageError, match="dataset 'd': metric 'blue' is not one of exact_match, bleu, comp"):
         sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)
+
+
+def test_aggregate_reads_a_sweep_made_before_the_recipes(tmp_path):
+    """A sweep.json of the bash-script era (runs with `preset`, no recorded settings) still aggregates: its runs'
+    done.json settings are compared with what that version planned, not with today's Run fields."""
+    from fairseq_compgen.pipelines import aggregate
+
+    run = {"dataset": "scan", "config": "c", "seed": 1, "arch": "a", "data": "/d", "dir": str(tmp_path / "r"),
+           "preset": "scan", "flags": ["--lr", "1e-3"], "subsets": ["gen"], "launch": ["--cpu"],
+           "generate_flags": "--cpu"}
+    old_settings = {"arch": "a", "data": "/d", "preset": "scan", "flags": ["--lr", "1e-3"], "subsets": ["gen"],
+                    "generate_flags": "", "seed": 1}
+    (tmp_path / "r" / "eval").mkdir(parents=True)
+    (tmp_path / "r" / "eval" / "gen.json").write_text(json.dumps({"n": 4, "correct": 3, "accuracy": 0.75}))
+    (tmp_path / "r" / "done.json").write_text(json.dumps({"settings": old_settings}))
+    (tmp_path / "sweep.json").write_text(json.dumps({"spec": {"name": "old", "datasets": {"scan": {}},
+                                                              "configurations": {"c": {}}}, "runs": [run]}))
+    _, _, cells = aggregate.collect(tmp_path)
+    assert cells["scan", "gen", "c"].values == {1: 0.75}
+    (tmp_path / "r" / "done.json").write_text(json.dumps({"settings": {**old_settings, "arch": "b"}}))
+    _, _, cells = aggregate.collect(tmp_path)
+    assert cells["scan", "gen", "c"].values == {}  # made with another arch: left out, as before

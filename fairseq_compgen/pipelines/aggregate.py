@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
-from fairseq_compgen.pipelines.sweep import DONE, Run, read_plan
+from fairseq_compgen.pipelines.sweep import DONE, planned_settings, read_plan
 
 # what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
 LOGGED_AS = {"accuracy": ("accuracy", "exact_match")}
@@ -102,7 +102,7 @@ def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple
         if not (d / DONE).is_file():
             continue
         made_with = json.loads((d / DONE).read_text()).get("settings")
-        if made_with is not None and made_with != Run(**r).settings():
+        if made_with is not None and made_with != planned_settings(r):
             changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
         files = {p.stem: p for p in sorted((d / "eval").glob("*.json"))}

@@ -235,9 +235,20 @@ def write_plan(spec: dict, runs: Sequence[Run], out) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"spec": spec, "runs": [asdict(r) for r in runs]}, indent=1, default=str))
+    plan = [asdict(r) | {"settings": r.settings()} for r in runs]
+    tmp.write_text(json.dumps({"spec": spec, "runs": plan}, indent=1, default=str))
     tmp.replace(path)
     return path
+
+
+def planned_settings(run: dict) -> dict:
+    """The settings a run of OUT/sweep.json was planned with (Run.settings). A sweep.json written before the
+    recipes (issue 14) did not store them: they were arch, data, preset, flags, subsets, generate_flags, seed."""
+    if "settings" in run:
+        return run["settings"]
+    generate = shlex.join(t for t in shlex.split(run.get("generate_flags") or "") if t != "--cpu")
+    return {k: run.get(k) for k in ("arch", "data", "preset", "flags", "subsets")} | {
+        "generate_flags": generate, "seed": run["seed"]}
 
 
 def read_plan(out) -> dict:
