@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -99,6 +100,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; compgen --help)",
               file=sys.stderr)
         return 2
+    # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
+    # another process measured 1.6-8x slower per step (README, "Speed on CPU"). Read once, when torch loads
+    # libgomp, so it is set before any subcommand imports torch; OMP_WAIT_POLICY=ACTIVE compgen ... sets it back.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
     rc = getattr(importlib.import_module(module), function)(argv[1:])
     return int(rc or 0)

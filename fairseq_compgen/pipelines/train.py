@@ -17,7 +17,7 @@ Flags after SAVE go to fairseq-train and win over the recipe (fairseq takes the 
 a rerun of a run whose checkpoint_last.pt is already at --max-update does nothing. SAVE/command.txt (the exact
 fairseq-train command), launch.txt (this command line) and commit.txt (the package's git HEAD, then "dirty" when
 tracked files differ) keep what the run's first command was; every invocation is appended, dated, to
-SAVE/*.history. OMP_WAIT_POLICY defaults to PASSIVE (README, "Speed on CPU").
+SAVE/*.history. OMP_WAIT_POLICY defaults to PASSIVE (set by the `compgen` command; README, "Speed on CPU").
 """
 from __future__ import annotations
 
@@ -187,7 +187,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["compgen", "train", *argv]))
     record(save, "commit.txt", commit())
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its threads
     if a.nprocs > 1:
         return subprocess.call(command)
     run_fairseq_train(args)
