@@ -7,7 +7,7 @@ and a PNG learning curve.
         --threads 1 --out results/time_to_accuracy/scan_length26
     python benchmarks/time_to_accuracy.py --report results/time_to_accuracy/scan_length26.json   # markdown table
 
-Each (arch, seed) is one `compgen train --recipe csordas/DATASET ARCH ...` process (Table 4's hyperparameters
+Each (arch, seed) is one `fairseq-compgen train --recipe csordas/DATASET ARCH ...` process (Table 4's hyperparameters
 for DATASET) run side by side with the others (`--jobs`, default all at once), with `--threads` intra-op threads each
 (OMP_NUM_THREADS / torch threads), `--log-format json`, and validation on every subset of the data folder other
 than `train` every `--eval-every` updates. The learning curve is read from fairseq's JSON validation lines as they
@@ -191,7 +191,7 @@ def main(argv=None):
     if a.target_subset not in a.subset_names:
         p.error(f"--target-subset {a.target_subset} is not among --valid-subsets {a.valid_subsets}")
     if not os.path.isfile(os.path.join(a.data, "dict.src.txt")):
-        p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. compgen prep scan --split ... --out ...)")
+        p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. fairseq-compgen prep scan --split ... --out ...)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -1,18 +1,21 @@
-"""`compgen`: the toolkit's one command. Each subcommand runs Python in this process; fairseq's own commands
-(`fairseq-train --user-dir fairseq_compgen ...`, `fairseq-generate`) work beside it as always.
+"""`fairseq-compgen`: the toolkit's one command. Each subcommand runs Python in this process; fairseq's own
+commands (`fairseq-train --user-dir fairseq_compgen ...`, `fairseq-generate`) work beside it as always.
 
-    compgen prep DATASET ...          prepare a dataset (compgen prep --help lists them)
-    compgen recipes [NAME]            list the training recipes, or show one with its fairseq-train options
-    compgen train ...                 fairseq-train with a recipe (--dry-run prints the command)
-    compgen eval CHECKPOINT DATA ...  greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
-    compgen sweep SWEEP ...           configurations x seeds x datasets, locally or on Slurm (submitit)
-    compgen aggregate OUT ...         a sweep's tables (mean ± std over seeds) and learning curves
-    compgen score KIND LOG ...        score a fairseq-generate output: exact_match | bleu | comp
-    compgen help [ARCH]               the registered archs, or one arch's flags with its preset's defaults
-    compgen plot t5-biases CKPT ...   learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
+Why not plain `compgen`: bash has a builtin of that name (its completion generator), which a shell runs before
+any program on PATH, so `compgen train ...` in bash would silently do nothing and exit 0.
 
-`compgen SUBCOMMAND --help` explains each. Nothing here imports fairseq or torch until a subcommand needs it, so
-`compgen --help` answers at once.
+    fairseq-compgen prep DATASET ...          prepare a dataset (fairseq-compgen prep --help lists them)
+    fairseq-compgen recipes [NAME]            list the training recipes, or show one with its fairseq-train options
+    fairseq-compgen train ...                 fairseq-train with a recipe (--dry-run prints the command)
+    fairseq-compgen eval CHECKPOINT DATA ...  greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
+    fairseq-compgen sweep SWEEP ...           configurations x seeds x datasets, locally or on Slurm (submitit)
+    fairseq-compgen aggregate OUT ...         a sweep's tables (mean ± std over seeds) and learning curves
+    fairseq-compgen score KIND LOG ...        score a fairseq-generate output: exact_match | bleu | comp
+    fairseq-compgen help [ARCH]               the registered archs, or one arch's flags with its preset's defaults
+    fairseq-compgen plot t5-biases CKPT ...   learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
+
+`fairseq-compgen SUBCOMMAND --help` explains each. Nothing here imports fairseq or torch until a subcommand needs it, so
+`fairseq-compgen --help` answers at once.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ SCORERS = {"exact_match": "fairseq_compgen.scoring.exact_match", "bleu": "fairse
 
 
 def recipes_main(argv: Sequence[str]) -> int:
-    """compgen recipes [NAME]: the recipes, one line each; with NAME, its paper, notes and options."""
+    """fairseq-compgen recipes [NAME]: the recipes, one line each; with NAME, its paper, notes and options."""
     from fairseq_compgen import recipes
 
     if argv and argv[0] in ("-h", "--help"):
@@ -60,25 +63,25 @@ def recipes_main(argv: Sequence[str]) -> int:
         v = f"noam peak {recipes.noam_peak(*v['noam'])!r} = {v['noam'][0]:g} / sqrt({v['noam'][1]:g} * {v['noam'][2]:g})" \
             if isinstance(v, dict) else ("" if v is True else v)
         print(f"    --{k} {v}".rstrip())
-    print(f"  the full command: compgen train --recipe {r.name} ARCH DATA SAVE --dry-run")
+    print(f"  the full command: fairseq-compgen train --recipe {r.name} ARCH DATA SAVE --dry-run")
     return 0
 
 
 def score_main(argv: Sequence[str]) -> int:
-    """compgen score exact_match|bleu|comp GENERATE_LOG [...]: the scorers of fairseq_compgen.scoring."""
+    """fairseq-compgen score exact_match|bleu|comp GENERATE_LOG [...]: the scorers of fairseq_compgen.scoring."""
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in SCORERS:
         print(score_main.__doc__)
         if argv and argv[0] not in ("-h", "--help"):
             from fairseq_compgen.errors import UsageError
-            raise UsageError(f"compgen score: unknown scorer {argv[0]!r} (known: {', '.join(SCORERS)})")
+            raise UsageError(f"fairseq-compgen score: unknown scorer {argv[0]!r} (known: {', '.join(SCORERS)})")
         return 0
     importlib.import_module(SCORERS[argv[0]]).main(list(argv[1:]))
     return 0
 
 
 def plot_main(argv: Sequence[str]) -> int:
-    """compgen plot t5-biases CHECKPOINT [-o OUT.png]: the learned T5 biases after a softmax over distances, per
-    head and layer (Chaabouni et al., Figure 1). Learning curves: compgen aggregate OUT writes OUT/plots/."""
+    """fairseq-compgen plot t5-biases CHECKPOINT [-o OUT.png]: the learned T5 biases after a softmax over distances, per
+    head and layer (Chaabouni et al., Figure 1). Learning curves: fairseq-compgen aggregate OUT writes OUT/plots/."""
     if argv[:1] != ["t5-biases"]:
         print(plot_main.__doc__)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
@@ -94,15 +97,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if argv[0] in ("-V", "--version"):
         from fairseq_compgen import __version__
-        print(f"compgen {__version__}")
+        print(f"fairseq-compgen {__version__}")
         return 0
     if argv[0] not in COMMANDS:
-        print(f"compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; compgen --help)",
+        print(f"fairseq-compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; fairseq-compgen --help)",
               file=sys.stderr)
         return 2
     # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
     # another process measured 1.6-8x slower per step (README, "Speed on CPU"). Read once, when torch loads
-    # libgomp, so it is set before any subcommand imports torch; OMP_WAIT_POLICY=ACTIVE compgen ... sets it back.
+    # libgomp, so it is set before any subcommand imports torch; OMP_WAIT_POLICY=ACTIVE fairseq-compgen ... sets it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
     rc = getattr(importlib.import_module(module), function)(argv[1:])

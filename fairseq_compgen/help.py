@@ -1,12 +1,12 @@
-"""`compgen help [ARCH]`: the flags of our models and task, with the defaults a preset sets.
+"""`fairseq-compgen help [ARCH]`: the flags of our models and task, with the defaults a preset sets.
 
 fairseq-train's own `--help` stops before it adds model- and task-specific flags (it prints help during its
 first parse), so this command shows them: every flag of `compgen_transformer` (or of ARCH's model) with its
 help text, the preset's default values, and the flags of the `compgen` task (of `cogs_tagging` for the
 encoder-only `compgen_tagger` archs).
 
-    compgen help                      # list the registered architectures
-    compgen help rel_uni_transformer  # flags and defaults of one preset
+    fairseq-compgen help                      # list the registered architectures
+    fairseq-compgen help rel_uni_transformer  # flags and defaults of one preset
 """
 import argparse
 import sys
@@ -32,7 +32,7 @@ def main(argv=None):
         return
     arch = argv[0]
     if arch not in ARCH_MODEL_REGISTRY:
-        sys.exit(f"compgen help: unknown architecture {arch!r}; run compgen help for the list")
+        sys.exit(f"fairseq-compgen help: unknown architecture {arch!r}; run fairseq-compgen help for the list")
     model_parser = argparse.ArgumentParser(prog=f"--arch {arch}", add_help=False,
                                            argument_default=argparse.SUPPRESS)
     ARCH_MODEL_REGISTRY[arch].add_args(model_parser)

@@ -19,13 +19,13 @@ updates=${MAIN_UPDATES:-2000} every=${MAIN_EVAL_EVERY:-250} out=${MAIN_OUT:-runs
 data=data/scan/length_cutoff_26/bin
 archs=(compgen_transformer_scan rel_uni_transformer_scan)
 
-compgen prep scan --split length_cutoff_26 --out data/scan
+fairseq-compgen prep scan --split length_cutoff_26 --out data/scan
 echo "main: training ${archs[*]} for $updates updates each, side by side, one thread each (batch 256, lr 1e-3, Table 4)"
 python benchmarks/time_to_accuracy.py "$data" --archs "${archs[@]}" --seeds "$seed" --updates "$updates" \
   --eval-every "$every" --threads 1 --runs "$out" --out "$out/curve"
 for arch in "${archs[@]}"; do
   echo "main: evaluating $arch (checkpoint_last.pt: no early stopping) with greedy fairseq-generate"
-  compgen eval "$out/${arch}_s$seed/checkpoint_last.pt" "$data" valid gen --cpu 2>/dev/null
+  fairseq-compgen eval "$out/${arch}_s$seed/checkpoint_last.pt" "$data" valid gen --cpu 2>/dev/null
 done
 python - "$out" "$updates" "$seed" "${archs[@]}" <<'PY'
 import json, sys

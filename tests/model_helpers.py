@@ -1,4 +1,4 @@
-"""Test shorthands over fairseq_compgen.models.standalone, and a loader for the `compgen prep` modules."""
+"""Test shorthands over fairseq_compgen.models.standalone, and a loader for the `fairseq-compgen prep` modules."""
 import importlib.util
 
 import fairseq_compgen
@@ -9,7 +9,7 @@ fairseq_compgen.register()
 
 
 def data_prep_script(name: str):
-    """fairseq_compgen.prep.<name> (`compgen prep <name>`) as a fresh module: each call loads a new copy."""
+    """fairseq_compgen.prep.<name> (`fairseq-compgen prep <name>`) as a fresh module: each call loads a new copy."""
     spec = importlib.util.find_spec(f"fairseq_compgen.prep.{name}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

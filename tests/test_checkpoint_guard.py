@@ -184,7 +184,7 @@ def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
 
 def test_misused_commands_say_so_in_one_line(tmp_path):
     """Found by trying misuses: a tagging folder given to --task compgen (fairseq: 'Could not infer language
-    pair' traceback) and a file that is not fairseq-generate output given to `compgen score` (a traceback)."""
+    pair' traceback) and a file that is not fairseq-generate output given to `fairseq-compgen score` (a traceback)."""
     folder = tmp_path / "tagging"
     folder.mkdir()
     (folder / "dict.src.txt").write_text("a 1\n")
@@ -218,7 +218,7 @@ except Exception as e:
 
 
 def test_console_commands_do_not_import_fairseq_or_torch():
-    """compgen score / sweep / aggregate start without importing fairseq (about 5 s of imports
+    """fairseq-compgen score / sweep / aggregate start without importing fairseq (about 5 s of imports
     before; registration happens when fairseq imports the plugin, or on fairseq_compgen.register())."""
     code = ("import sys, fairseq_compgen.cli, fairseq_compgen.scoring.exact_match, fairseq_compgen.pipelines.sweep, "
             "fairseq_compgen.pipelines.aggregate, fairseq_compgen.pipelines.train, fairseq_compgen.pipelines.evaluate; print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")

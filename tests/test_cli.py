@@ -1,5 +1,5 @@
-"""The `compgen` command and the recipes (issue 14): recipes as data give exactly the fairseq-train commands the
-removed bash scripts gave, recipe-file errors name the file and line, `compgen --help` imports neither fairseq
+"""The `fairseq-compgen` command and the recipes (issue 14): recipes as data give exactly the fairseq-train commands the
+removed bash scripts gave, recipe-file errors name the file and line, `fairseq-compgen --help` imports neither fairseq
 nor torch, the sweep refuses a run whose recipe changed, and every subcommand answers --help."""
 import json
 import shlex
@@ -113,14 +113,14 @@ def test_compgen_help_starts_without_fairseq_or_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().endswith("[]"), p.stdout
-    assert "compgen prep DATASET" in p.stdout and "csordas/cfq" in p.stdout
+    assert "fairseq-compgen prep DATASET" in p.stdout and "csordas/cfq" in p.stdout
     assert "--lr noam peak 0.0012577882373436316 = 0.9 / sqrt(128 * 4000)" in p.stdout
 
 
 def test_unknown_subcommand_is_one_line():
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "trian"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
-        f"compgen: error: unknown subcommand 'trian' (known: {', '.join(cli.COMMANDS)}; compgen --help)"]
+        f"fairseq-compgen: error: unknown subcommand 'trian' (known: {', '.join(cli.COMMANDS)}; fairseq-compgen --help)"]
 
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
@@ -156,7 +156,7 @@ def test_an_unknown_arch_is_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", "csordas/scan", "--cpu",
                         "rel_uni_transformer_sacn", str(data), str(tmp_path / "run")], capture_output=True, text=True)
     assert p.returncode == 1 and p.stderr.strip().splitlines()[-1] == (
-        "fairseq_compgen: error: --arch 'rel_uni_transformer_sacn' is not registered (compgen help lists them)")
+        "fairseq_compgen: error: --arch 'rel_uni_transformer_sacn' is not registered (fairseq-compgen help lists them)")
     assert not (tmp_path / "run").exists()
 
 
@@ -197,3 +197,13 @@ def test_aggregate_reads_a_sweep_made_before_the_recipes(tmp_path):
     (tmp_path / "r" / "done.json").write_text(json.dumps({"settings": {**old_settings, "arch": "b"}}))
     _, _, cells = aggregate.collect(tmp_path)
     assert cells["scan", "gen", "c"].values == {}  # made with another arch: left out, as before
+
+
+def test_the_installed_command_runs_from_bash():
+    """The console script is `fairseq-compgen`, not `compgen`: bash runs its builtin `compgen` (the completion
+    generator) before any program on PATH, so `compgen train ...` silently did nothing and exited 0."""
+    bindir = Path(sys.executable).parent
+    p = subprocess.run(["bash", "-c", f'PATH="{bindir}:$PATH"; type -t compgen; fairseq-compgen recipes'],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "builtin" and "csordas/scan" in p.stdout

@@ -1,6 +1,6 @@
 """The COGS tagging model of Ontañón et al. (2022), "Making Transformers Solve Compositional Tasks", §4.5.1
 (spec_001 §6.1, Tables 5 and 12): the three parent heads against direct implementations, the 12 presets,
-training with fairseq-train (compgen train) and decoding + per-category scoring (compgen eval)."""
+training with fairseq-train (fairseq-compgen train) and decoding + per-category scoring (fairseq-compgen eval)."""
 
 import argparse
 import json
@@ -177,7 +177,7 @@ def _env():
 @needs_cogs
 @pytest.mark.parametrize("head", ["absolute", "relative", "attention"])
 def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
-    """compgen train on 24 training sentences until they are memorized; compgen eval decodes the same sentences
+    """fairseq-compgen train on 24 training sentences until they are memorized; fairseq-compgen eval decodes the same sentences
     (copied as the gen subset, with categories) and scores them: exact match 1, per category, every example."""
     _, small = _tiny_task(tmp_path, n=24)
     for f in ("src", "lf", *ct.FIELDS):  # gen := train, so a memorized model must score 1 there
@@ -190,7 +190,7 @@ def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
          "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
         capture_output=True, text=True, env=_env(), timeout=600)
     assert train.returncode == 0, train.stderr[-3000:]
-    command = (save / "command.txt").read_text()  # compgen train picks the tagging task for a tagging folder
+    command = (save / "command.txt").read_text()  # fairseq-compgen train picks the tagging task for a tagging folder
     assert "--task cogs_tagging " in command and "--criterion cogs_tagging " in command
     ev = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(save / "checkpoint_last.pt"),
                          str(small), "gen", "valid", "--cpu"], capture_output=True, text=True, env=_env(), timeout=600)
@@ -211,7 +211,7 @@ def test_tagging_task_and_decoder_name_missing_files(tmp_path):
 
     _, small = _tiny_task(tmp_path, n=4)
     (small / "dict.role.txt").unlink()
-    with pytest.raises(FileNotFoundError, match="dict.role.txt.*compgen prep cogs_tagging"):
+    with pytest.raises(FileNotFoundError, match="dict.role.txt.*fairseq-compgen prep cogs_tagging"):
         CogsTaggingTask.setup_task(CogsTaggingConfig(data=str(small)))
     from fairseq_compgen.tasks import cogs_tagging_generate
 

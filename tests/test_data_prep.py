@@ -460,26 +460,26 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
 
 
 def _readme_commands():
-    """(dataset, argv) of every ``compgen prep <dataset> ...`` command in the README's code blocks
+    """(dataset, argv) of every ``fairseq-compgen prep <dataset> ...`` command in the README's code blocks
     (optional ``[...]`` parts and shell comments dropped; commands with shell variables skipped)."""
     import re
     import shlex
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(compgen prep [^`]*)`", text)
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(fairseq-compgen prep [^`]*)`", text)
     out = []
     for block in blocks:
         block = re.sub(r"\\\n", " ", block)
         for line in block.split("\n"):
             line = re.sub(r"\[[^\]]*\]", "", re.sub(r"#.*", "", line))
-            for m in re.finditer(r"compgen prep ([a-z]\w*)([^;&|]*)", line):  # not a placeholder (DATASET)
+            for m in re.finditer(r"fairseq-compgen prep ([a-z]\w*)([^;&|]*)", line):  # not a placeholder (DATASET)
                 if "$" not in m.group(2):
                     out.append((m.group(1), shlex.split(m.group(2))))
     return out
 
 
 def test_readme_data_prep_commands_parse():
-    """Every `compgen prep` command the README shows is accepted by its dataset's parser (the algorithmic one
+    """Every `fairseq-compgen prep` command the README shows is accepted by its dataset's parser (the algorithmic one
     named tasks that do not exist)."""
     cmds = _readme_commands()
     assert {s for s, _ in cmds} >= {"scan", "cogs", "cfq", "pcfg", "mathematics", "algorithmic", "iwslt14", "flores",

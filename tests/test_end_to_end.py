@@ -1,5 +1,5 @@
-"""SCAN end to end with the real commands: compgen prep, compgen train (fairseq-train in-process: validation
-accuracy, resume, run records), fairseq-generate, scoring, compgen eval; every input gets a hypothesis; our
+"""SCAN end to end with the real commands: fairseq-compgen prep, fairseq-compgen train (fairseq-train in-process: validation
+accuracy, resume, run records), fairseq-generate, scoring, fairseq-compgen eval; every input gets a hypothesis; our
 validation decoder equals fairseq's greedy search."""
 import json
 import os
@@ -111,7 +111,7 @@ def test_compgen_eval_scores_gen(trained, scan):
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):
     """The task's own greedy decoding (used for `accuracy` during training) must produce exactly the hypotheses of
-    fairseq's SequenceGenerator with beam 1 and --min-len 0 (what compgen eval runs; fairseq's default
+    fairseq's SequenceGenerator with beam 1 and --min-len 0 (what fairseq-compgen eval runs; fairseq's default
     --min-len 1 forbids an empty prediction, which Csordás et al.'s greedy decoding allows)."""
     from fairseq import checkpoint_utils
 

@@ -1,5 +1,5 @@
 """Ontañón et al.'s configuration with every new mechanism at once (rel2-eb position encodings in self- and
-cross-attention, copy decoder) through the real commands: compgen prep algorithmic, fairseq-train, fairseq-generate."""
+cross-attention, copy decoder) through the real commands: fairseq-compgen prep algorithmic, fairseq-train, fairseq-generate."""
 import os
 import re
 import subprocess

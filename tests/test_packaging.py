@@ -1,5 +1,5 @@
 """Packaging: pyproject.toml builds a wheel that carries everything the package reads at run time, exposes the one
-`compgen` console script, leaves tests/ out, and the installed environment is consistent (`pip check`).
+`fairseq-compgen` console script, leaves tests/ out, and the installed environment is consistent (`pip check`).
 
 The wheel is built offline (no index, no build isolation) from a copy of the sources in a temporary folder, so the
 test neither writes build/ or *.egg-info into the checkout nor needs the network: it takes a few seconds.
@@ -71,7 +71,7 @@ def test_wheel_metadata_and_the_one_console_script(wheel):
     entry_points = _dist_info(wheel, "entry_points.txt")
     scripts = [line.strip() for line in entry_points.split("[console_scripts]", 1)[1].split("[", 1)[0].splitlines()
                if line.strip()]
-    assert scripts == ["compgen = fairseq_compgen.cli:main"], scripts
+    assert scripts == ["fairseq-compgen = fairseq_compgen.cli:main"], scripts
     meta = email.message_from_string(_dist_info(wheel, "METADATA"))
     import fairseq_compgen
 
@@ -84,13 +84,13 @@ def test_wheel_metadata_and_the_one_console_script(wheel):
 
 def test_console_scripts_point_to_callables():
     scripts = PYPROJECT["project"]["scripts"]
-    assert set(scripts) == {"compgen"}
+    assert set(scripts) == {"fairseq-compgen"}
     for target in scripts.values():
         module, _, attr = target.partition(":")
         assert callable(getattr(importlib.import_module(module), attr)), target
     installed = {ep.name: ep for ep in md.entry_points(group="console_scripts") if ep.module.startswith("fairseq_compgen")}
     assert set(installed) == set(scripts), "installed console scripts differ from pyproject.toml: rerun scripts/setup.sh"
-    assert callable(installed["compgen"].load())
+    assert callable(installed["fairseq-compgen"].load())
 
 
 def test_dev_extra_is_pytest_plus_every_other_extra():

@@ -1,5 +1,5 @@
 """Experiment pipelines (issues 9, 14): sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
-`compgen train --nprocs 2 --cpu` (torchrun, gloo) against the single-process run, and the sweep files."""
+`fairseq-compgen train --nprocs 2 --cpu` (torchrun, gloo) against the single-process run, and the sweep files."""
 import csv
 import json
 import math
@@ -232,7 +232,7 @@ def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
                         str(tmp_path), str(tmp_path / "save")], capture_output=True, text=True)
     assert p.returncode == 1
     assert p.stderr.strip() == (f"fairseq_compgen: error: {tmp_path} has dictionaries but no binarized train subset "
-                                "(train.*.idx): rerun its `compgen prep` command")
+                                "(train.*.idx): rerun its `fairseq-compgen prep` command")
     assert not (tmp_path / "save" / "command.txt").exists()
 
 

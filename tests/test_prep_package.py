@@ -1,4 +1,4 @@
-"""`compgen prep DATASET ...` (fairseq_compgen/prep/): the dataset listing, unknown names, each dataset's parser,
+"""`fairseq-compgen prep DATASET ...` (fairseq_compgen/prep/): the dataset listing, unknown names, each dataset's parser,
 and the Russin et al. held-out split (fairseq_compgen/prep/russin.py) on a tiny synthetic SCAN split."""
 import json
 import random
@@ -54,7 +54,7 @@ def test_each_dataset_parser_is_named_compgen_prep(name, capsys):
         prep.main([name, "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: compgen prep {name} ") and prep.description(name)[:30] in " ".join(out.split())
+    assert out.startswith(f"usage: fairseq-compgen prep {name} ") and prep.description(name)[:30] in " ".join(out.split())
 
 
 # ---- russin -------------------------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def test_russin_split_80_20_seeded_test_copied_and_binarized(tmp_path, capsys):
 def test_russin_refuses_an_incomplete_split(tmp_path):
     split = _split(tmp_path / "s")
     (split / "bin" / "dict.src.txt").unlink()
-    with pytest.raises(MissingFileError, match=r"lacks bin/dict.src.txt: .*compgen prep scan --split s --out"):
+    with pytest.raises(MissingFileError, match=r"lacks bin/dict.src.txt: .*fairseq-compgen prep scan --split s --out"):
         russin.ensure(split)
     with pytest.raises(MissingFileError, match=r"lacks train.src"):
         russin.ensure(tmp_path / "nothing")

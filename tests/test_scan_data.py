@@ -213,7 +213,7 @@ def test_official_splits_from_local_dir():
 
 
 # ---------------------------------------------------------------------------
-# compgen prep scan (fairseq_compgen/prep/scan.py)
+# fairseq-compgen prep scan (fairseq_compgen/prep/scan.py)
 # ---------------------------------------------------------------------------
 
 

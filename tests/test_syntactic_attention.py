@@ -154,7 +154,7 @@ def test_flags_in_help_and_presets_only_default():
     assert model.encoder.semantic_embed.embedding_dim == 10 and model.encoder.dropout.p == 0.1
 
 
-# ---- end to end: compgen prep scan -> fairseq-train -> fairseq-generate -----------------------------------------
+# ---- end to end: fairseq-compgen prep scan -> fairseq-train -> fairseq-generate -----------------------------------------
 def _bin(name):
     return str(Path(sys.executable).parent / name)
 

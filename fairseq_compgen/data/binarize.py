@@ -1,4 +1,4 @@
-"""Plain-text splits -> fairseq binaries, shared by every `compgen prep` dataset.
+"""Plain-text splits -> fairseq binaries, shared by every `fairseq-compgen prep` dataset.
 
 Layout (the same for SCAN, COGS, CFQ, PCFG SET and Mathematics)::
 
@@ -348,7 +348,7 @@ def print_summary(
     binarized: bool,
     expected: Optional[Mapping[str, int]] = None,
 ) -> None:
-    """The table printed by every `compgen prep` dataset (``expected``: published counts, shown beside ours)."""
+    """The table printed by every `fairseq-compgen prep` dataset (``expected``: published counts, shown beside ours)."""
     expected = expected or {}
     print(f"== {title} -> {split_dir}")
     print(
@@ -427,7 +427,7 @@ def prepare_split(
 
 
 def add_common_args(p, count_check: bool = True, dict_from: str = "train", joined: bool = False) -> None:
-    """The options every `compgen prep` dataset shares (``dict_from``: the default of --dict-from).
+    """The options every `fairseq-compgen prep` dataset shares (``dict_from``: the default of --dict-from).
 
     ``joined``: the default dictionary layout; ``False`` gives ``--joined-dictionary`` (separate by default),
     ``True`` (the MT recipes) ``--separate-dictionaries``.  Both set ``args.joined_dictionary``.

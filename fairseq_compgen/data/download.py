@@ -1,6 +1,6 @@
 """Downloading official data files: to a temporary name, then renamed into place.
 
-Shared by every `compgen prep` dataset (SCAN, COGS, CFQ, PCFG SET, Mathematics).
+Shared by every `fairseq-compgen prep` dataset (SCAN, COGS, CFQ, PCFG SET, Mathematics).
 Files go to a cache folder, ``$FAIRSEQ_COMPGEN_CACHE/<dataset>`` or
 ``~/.cache/fairseq_compgen/<dataset>``; a file already there is reused.  A downloaded archive
 (``.tgz``/``.tar.gz``/``.tar``) is read to its end before it enters the cache, and every download's

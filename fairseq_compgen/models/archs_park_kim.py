@@ -29,13 +29,13 @@ al.'s gradient clipping: 5 / 0.1 / 1, which the paper does not state); extra fla
 Table 4, one seed:
 
     # Linear Transformer, L2, orthogonality loss ✓ (paper: OOD 56.3 ± 5.4)
-    compgen train --recipe csordas/scan linear_l2_uni_transformer_scan data/scan/length_cutoff_26/bin \\
+    fairseq-compgen train --recipe csordas/scan linear_l2_uni_transformer_scan data/scan/length_cutoff_26/bin \\
         runs/lt_l2_orth_s1 --seed 1 --criterion label_smoothed_cross_entropy_with_orthogonality \\
         --orthogonality-lambda 1e-4
     # Linear Transformer, no normalization, no orthogonality loss (paper: OOD 46.9 ± 8.9)
-    compgen train --recipe csordas/scan linear_uni_transformer_scan data/scan/length_cutoff_26/bin runs/lt_s1 --seed 1
+    fairseq-compgen train --recipe csordas/scan linear_uni_transformer_scan data/scan/length_cutoff_26/bin runs/lt_s1 --seed 1
 
-(`--dry-run` prints the fairseq-train command.) Math: `compgen train --recipe csordas/math
+(`--dry-run` prints the fairseq-train command.) Math: `fairseq-compgen train --recipe csordas/math
 linear_l1_uni_transformer_math ...` (batch 256, lr 1e-4, 50k, clip 0.1); PCFG: `--recipe csordas/pcfg`
 (batch 64, lr 1e-4, 300k, clip 1).
 Report mean ± population std over 5 seeds (spec §A4.1), sequence exact match, last checkpoint.

@@ -30,13 +30,13 @@ Fairseq adaptation (decisions where the paper is silent or fairseq differs):
 * Stopping. The paper's decoder runs for exactly the gold length. Ours must emit EOS to be usable with
   fairseq-generate; it is trained to (the target ends with EOS, as in the authors' code). Because the decoder
   never reads its own outputs, greedy decoding until the first EOS with exact match (the compgen task's
-  `accuracy`, compgen eval) gives the same verdict as the authors' `check_accuracy` (run the gold length
+  `accuracy`, fairseq-compgen eval) gives the same verdict as the authors' `check_accuracy` (run the gold length
   including <EOS>, compare every token): that is the number comparable to the paper. `--eval-oracle-length`
   additionally logs `oracle_accuracy` (EOS forbidden, the gold number of tokens compared, final EOS not
   checked), a slightly more lenient score.
 * Loss. fairseq's cross_entropy normalises by the number of target tokens in the batch; at --batch-size 1 this is
   the authors' per-sequence mean NLL. With larger batches it is a token-weighted mean over the batch (long
-  sequences weigh more than in a mean of per-sequence means); see the recipes russin/paper and russin/batched (compgen recipes russin/paper).
+  sequences weigh more than in a mean of per-sequence means); see the recipes russin/paper and russin/batched (fairseq-compgen recipes russin/paper).
 * Beam search works mechanically (the LSTM state is reorderable) but is pointless: the decoder's state does not
   depend on the chosen tokens, so greedy (--beam 1) is exact.
 * Initialisation: PyTorch defaults as in the authors' code; the role vectors are N(0, 1) like nn.Embedding rows.

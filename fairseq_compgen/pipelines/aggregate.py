@@ -365,7 +365,7 @@ def default_metric(spec: dict) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="compgen aggregate", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="fairseq-compgen aggregate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("out", help="the sweep's output folder (holding sweep.json)")
     p.add_argument("--best", action="store_true", help="bold the best (highest) mean of each column")

@@ -1,6 +1,6 @@
-"""`compgen eval`: decode a checkpoint on each subset and score it, in this process.
+"""`fairseq-compgen eval`: decode a checkpoint on each subset and score it, in this process.
 
-    compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp]
+    fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp]
         [--generate-flags "FLAGS"] [--out DIR]
 
 Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
@@ -11,7 +11,7 @@ and prints one line. Decoding:
   task's validation `accuracy` have no minimum length), at most the subset's longest reference + EOS
   (--max-len-b, and --max-len-from-target per batch: a longer output cannot be an exact match, and an untrained
   model that never emits EOS would otherwise decode to the limit);
-* COGS tagging (a `compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
+* COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
 --generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu).
 Scoring: exact_match (per category where DATA/SUBSET.cat exists; every example of the subset must have exactly
@@ -36,7 +36,7 @@ METRICS = tuple(METRIC_KEY)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="compgen eval", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="fairseq-compgen eval", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
     p.add_argument("checkpoint")
     p.add_argument("data", help="the data folder the model was trained on (or one with the same dictionaries)")
@@ -111,7 +111,7 @@ def score(metric: str, generated: Path, data: Path, subset: str, n: int, json_ou
     else:
         meta = data / f"{subset}.comp"
         if not meta.is_file():
-            raise MissingFileError(f"{meta}: COMP needs the subset's metadata (compgen prep noun_adj writes it)")
+            raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
         argv, scorer = [str(generated), "--meta", str(meta), "--json", str(json_out)], comp
     with open(table, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
         return scorer.main(argv)

@@ -1,6 +1,6 @@
 """Run a sweep: configurations x seeds x datasets, each run in its own folder, resumable, several at a time.
 
-    compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu] [--only PATTERN] [--dry-run] [--threads N]
+    fairseq-compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu] [--only PATTERN] [--dry-run] [--threads N]
         [--engine local|slurm|submitit-local [Slurm resources]]
 
 SWEEP is a sweep file, or the name of one shipped in fairseq_compgen/sweeps/ (csordas_table3, ...).
@@ -10,15 +10,15 @@ A sweep file (YAML)::
     name: csordas_table3
     output: runs/csordas_table3          # default --out (relative to the current directory)
     seeds: [1, 2, 3, 4, 5]
-    launch: {gpus: 1}                    # compgen train's launch: gpus: N | cpu: true | cpu_procs: N (torchrun)
+    launch: {gpus: 1}                    # fairseq-compgen train's launch: gpus: N | cpu: true | cpu_procs: N (torchrun)
     flags: [--fp16]                      # fairseq-train flags for every run (a list, or one string)
-    generate_flags: "--batch-size 256"   # extra fairseq-generate flags for evaluation (compgen eval)
+    generate_flags: "--batch-size 256"   # extra fairseq-generate flags for evaluation (fairseq-compgen eval)
     datasets:
       scan:
         label: SCAN (length cutoff 26)   # column title in the tables
         data: data/scan/length_cutoff_26/bin
-        recipe: csordas/scan             # training recipe (compgen recipes lists them); omit for none
-        metric: exact_match              # compgen eval --metric: exact_match (default) | bleu | comp
+        recipe: csordas/scan             # training recipe (fairseq-compgen recipes lists them); omit for none
+        metric: exact_match              # fairseq-compgen eval --metric: exact_match (default) | bleu | comp
         subsets: [valid, gen]            # evaluated subsets (default: every subset in data but train)
         flags: []                        # dataset-specific flags
         seeds: [1, 2, 3]                 # optional: overrides the sweep's seeds for this dataset
@@ -33,8 +33,8 @@ A sweep file (YAML)::
         recipes: {csordas/cfq: csordas/cfq_universal}  # optional: replaces a dataset's recipe for this configuration
 
 Each run lives in OUT/<dataset>/<configuration>/seed<k>/: fairseq's checkpoints, train.log (appended to on
-every restart), command.txt / launch.txt / commit.txt (written by `compgen train`), eval/<subset>.json (written
-by `compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
+every restart), command.txt / launch.txt / commit.txt (written by `fairseq-compgen train`), eval/<subset>.json (written
+by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
 succeeded, done.json. A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
@@ -173,7 +173,7 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
     for r in runs:
         if r.arch not in ARCH_MODEL_REGISTRY:
             raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
-                             f"registered (compgen help lists them)")
+                             f"registered (fairseq-compgen help lists them)")
         if r.metric not in METRIC_KEY:
             raise UsageError(f"{path}: dataset {r.dataset!r}: metric {r.metric!r} is not one of "
                              f"{', '.join(METRIC_KEY)}")
@@ -259,7 +259,7 @@ def read_plan(out) -> dict:
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
-    """The environment for `compgen train` / `compgen eval`: this Python's bin folder first on PATH (torchrun's
+    """The environment for `fairseq-compgen train` / `fairseq-compgen eval`: this Python's bin folder first on PATH (torchrun's
     workers and any tool of the same environment). Checkpoints load under torch >= 2.6 through the plugin
     (fairseq_compgen/checkpoint_loading.py), not through the environment."""
     env = dict(os.environ)
@@ -499,7 +499,7 @@ def _summary(spec: dict, results: List[dict], out, echo) -> List[dict]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="compgen sweep", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="fairseq-compgen sweep", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("sweep", help="sweep file (YAML), or the name of a packaged one (" + ", ".join(packaged()) + ")")
     p.add_argument("--out", help="output folder (default: the sweep's 'output', else runs/<name>)")

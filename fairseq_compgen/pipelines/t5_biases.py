@@ -7,7 +7,7 @@ for every head (rows) of every encoder and decoder layer (one panel each). The d
 d <= 0 (causal mask), so, as in the paper's figure, its panels show d <= 0 and the softmax runs over those.
 The border columns stand for every distance beyond the span ("<=-s", ">=s").
 
-    compgen plot t5-biases checkpoints/checkpoint_last.pt -o t5_biases.png
+    fairseq-compgen plot t5-biases checkpoints/checkpoint_last.pt -o t5_biases.png
 
 Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict).
 """

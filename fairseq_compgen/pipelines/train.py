@@ -1,8 +1,8 @@
-"""`compgen train`: fairseq-train with a recipe, in this process, on CPU, one or several GPUs, or N CPU processes.
+"""`fairseq-compgen train`: fairseq-train with a recipe, in this process, on CPU, one or several GPUs, or N CPU processes.
 
-    compgen train [--recipe NAME] [--cpu | --gpus N | --nprocs N] [--dry-run] ARCH DATA SAVE [fairseq-train flags]
+    fairseq-compgen train [--recipe NAME] [--cpu | --gpus N | --nprocs N] [--dry-run] ARCH DATA SAVE [fairseq-train flags]
 
---recipe NAME  a training recipe of fairseq_compgen/recipes/recipes.yaml (`compgen recipes` lists them): its
+--recipe NAME  a training recipe of fairseq_compgen/recipes/recipes.yaml (`fairseq-compgen recipes` lists them): its
                optimizer, lr, schedule, batch, budget, clipping, criterion and validation subsets; without it only
                the structural defaults every recipe shares (task compgen, or cogs_tagging for a tagging folder;
                greedy exact-match validation on every subset of DATA but train; JSON logs)
@@ -38,16 +38,16 @@ CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="compgen train", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="fairseq-compgen train", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
-    p.add_argument("--recipe", "-r", help="training recipe (compgen recipes lists them)")
+    p.add_argument("--recipe", "-r", help="training recipe (fairseq-compgen recipes lists them)")
     dev = p.add_mutually_exclusive_group()
     dev.add_argument("--cpu", action="store_true", help="train on CPU")
     dev.add_argument("--gpus", type=int, default=1, help="GPUs in this node (fairseq spawns one process each)")
     p.add_argument("--nprocs", type=int, default=0, help="processes started by torchrun (with --cpu: gloo)")
     p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
-    p.add_argument("arch", help="a registered arch (compgen help lists them), or '-' for the recipe's own")
-    p.add_argument("data", help="a fairseq-preprocess folder (compgen prep ...)")
+    p.add_argument("arch", help="a registered arch (fairseq-compgen help lists them), or '-' for the recipe's own")
+    p.add_argument("data", help="a fairseq-preprocess folder (fairseq-compgen prep ...)")
     p.add_argument("save", help="the run's folder (--save-dir)")
     p.add_argument("flags", nargs=argparse.REMAINDER, help="fairseq-train flags (win over the recipe)")
     return p
@@ -55,14 +55,14 @@ def parser() -> argparse.ArgumentParser:
 
 def check_data(data: Path) -> None:
     if not (data / "dict.src.txt").is_file():
-        raise UsageError(f"{data} has no dict.src.txt: is it a fairseq-preprocess folder (compgen prep ...)?")
+        raise UsageError(f"{data} has no dict.src.txt: is it a fairseq-preprocess folder (fairseq-compgen prep ...)?")
     if not list(data.glob("train.*.idx")) and not (data / "train.parent").is_file():
         raise UsageError(f"{data} has dictionaries but no binarized train subset (train.*.idx): rerun its "
-                         f"`compgen prep` command")
+                         f"`fairseq-compgen prep` command")
 
 
 def fairseq_args(a: argparse.Namespace) -> List[str]:
-    """fairseq-train's arguments for the parsed `compgen train` command line (the launch flags last)."""
+    """fairseq-train's arguments for the parsed `fairseq-compgen train` command line (the launch flags last)."""
     args = recipes.train_args(a.recipe, None if a.arch == "-" else a.arch, a.data, a.save, a.flags)
     if a.cpu:
         args.append("--cpu")
@@ -102,7 +102,7 @@ def check_arch(args: Sequence[str]) -> None:
     fairseq_compgen.register()
     arch = last(args, "--arch")
     if arch not in ARCH_MODEL_REGISTRY:
-        raise UsageError(f"--arch {arch!r} is not registered (compgen help lists them)")
+        raise UsageError(f"--arch {arch!r} is not registered (fairseq-compgen help lists them)")
 
 
 def finished(save: Path, args: Sequence[str]) -> Optional[int]:
@@ -181,7 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_arch(args)
     done = finished(save, args)
     if done is not None:
-        print(f"compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
+        print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command

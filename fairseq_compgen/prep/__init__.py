@@ -1,8 +1,8 @@
-"""`compgen prep DATASET ...`: prepare a dataset as fairseq text and binary data (one module per dataset).
+"""`fairseq-compgen prep DATASET ...`: prepare a dataset as fairseq text and binary data (one module per dataset).
 
-    compgen prep --help                  the datasets, one line each
-    compgen prep DATASET --help          one dataset's options
-    compgen prep scan --split length_cutoff_26 --out data/scan
+    fairseq-compgen prep --help                  the datasets, one line each
+    fairseq-compgen prep DATASET --help          one dataset's options
+    fairseq-compgen prep scan --split length_cutoff_26 --out data/scan
     python -m fairseq_compgen.prep.scan --split length_cutoff_26 --out data/scan   # the same, without compgen
 
 Each module ``fairseq_compgen.prep.<dataset>`` has ``main(argv)``; it is imported only when its dataset is
@@ -22,13 +22,13 @@ from typing import Optional, Sequence
 
 from fairseq_compgen.errors import UsageError
 
-# the order of `compgen prep --help`
+# the order of `fairseq-compgen prep --help`
 DATASETS = ("scan", "cogs", "cogs_tagging", "cfq", "pcfg", "mathematics", "algorithmic", "noun_adj", "iwslt14",
             "flores", "russin")
 
 
 def summary(doc: str) -> str:
-    """The first paragraph of a docstring on one line (the description of `compgen prep --help` and of each
+    """The first paragraph of a docstring on one line (the description of `fairseq-compgen prep --help` and of each
     dataset's own --help)."""
     return " ".join(doc.strip().split("\n\n")[0].split())
 
@@ -40,21 +40,21 @@ def description(name: str) -> str:
 
 
 def argument_parser(name: str, doc: str) -> argparse.ArgumentParser:
-    """The parser of `compgen prep NAME` (``doc``: the module's docstring; --help shows its first paragraph)."""
-    return argparse.ArgumentParser(prog=f"compgen prep {name}", description=doc.strip().split("\n\n")[0],
+    """The parser of `fairseq-compgen prep NAME` (``doc``: the module's docstring; --help shows its first paragraph)."""
+    return argparse.ArgumentParser(prog=f"fairseq-compgen prep {name}", description=doc.strip().split("\n\n")[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def module(name: str) -> ModuleType:
     """``fairseq_compgen.prep.<name>``; an unknown name raises UsageError listing the known ones."""
     if name not in DATASETS:
-        raise UsageError(f"compgen prep: unknown dataset {name!r} (known: {', '.join(DATASETS)})")
+        raise UsageError(f"fairseq-compgen prep: unknown dataset {name!r} (known: {', '.join(DATASETS)})")
     return importlib.import_module(f"{__name__}.{name}")
 
 
 def usage() -> str:
     width = max(map(len, DATASETS)) + 2
-    lines = ["usage: compgen prep DATASET [options]   (compgen prep DATASET --help: its options)", "", "datasets:"]
+    lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options)", "", "datasets:"]
     for name in DATASETS:
         lines += textwrap.wrap(description(name), width=110, initial_indent=f"  {name:{width}}",
                                subsequent_indent=" " * (width + 2))
@@ -62,7 +62,7 @@ def usage() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """`compgen prep NAME ARGS...`: runs ``fairseq_compgen.prep.<NAME>.main(ARGS)``; no NAME or --help lists the
+    """`fairseq-compgen prep NAME ARGS...`: runs ``fairseq_compgen.prep.<NAME>.main(ARGS)``; no NAME or --help lists the
     datasets."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):

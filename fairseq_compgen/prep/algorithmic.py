@@ -1,6 +1,6 @@
 """Generate the six algorithmic tasks of Ontañón et al. (2022) (Table 7, spec_001 §9.2) as fairseq data.
 
-    compgen prep algorithmic --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
+    fairseq-compgen prep algorithmic --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
         [--train-size 200000] [--test-size 1024] [--joined-dictionary] [--no-binarize]
 
 Writes ``OUT/<task>/{train,valid,test}.{src,tgt}`` (valid: a fresh in-distribution sample; test: the longer

@@ -4,7 +4,7 @@ CFQ: Keysers et al. (2020), "Measuring Compositional Generalization: A
 Comprehensive Method on Realistic Data", ICLR.  Splits MCD1/2/3 and the
 output-length split (query_complexity), as in Csordás, Irie & Schmidhuber (2021).
 
-    compgen prep cfq --split mcd1 [--split mcd2 ...] --out data/cfq \
+    fairseq-compgen prep cfq --split mcd1 [--split mcd2 ...] --out data/cfq \
         [--cfq-tarball cfq1.1.tar.gz | --cfq-dir DIR | --preprocessed-dir DIR] \
         [--joined-dictionary] [--no-binarize] [--no-count-check] [--intermediate]
 

@@ -5,7 +5,7 @@ Based on Semantic Interpretation", EMNLP.  As in Csordás, Irie & Schmidhuber
 (2021), train on train.tsv, IID validation on dev.tsv, generalization on gen.tsv
 (add --joined-dictionary for their shared vocabulary).
 
-    compgen prep cogs --out data/cogs [--cogs-dir DIR] [--train train_100] \
+    fairseq-compgen prep cogs --out data/cogs [--cogs-dir DIR] [--train train_100] \
         [--joined-dictionary] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<name>/{train,valid,test,gen}.{src,tgt}`` (``<name>`` is

@@ -4,14 +4,14 @@ Solve Compositional Tasks", ACL, Section 4.5.1; spec_001 §6.1).
 COGS: Kim & Linzen (2020), EMNLP.  Every sentence token gets 5 tags
 (fairseq_compgen/data/cogs_tagging.py), written as aligned text files:
 
-    compgen prep cogs_tagging --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
+    fairseq-compgen prep cogs_tagging --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
 
 Writes ``OUT/{train,valid,test,gen}.{src,parent,role,category,noun_type,verb_name,lf}``
 (``.src`` = the sentence, whitespace tokens with the final "."; one tag per
 token on each tag line, ``_`` for an empty tag; ``.lf`` = the reference
 logical form), ``gen.cat`` (the category of every gen line) and the fairseq
 dictionaries ``dict.src.txt`` and ``dict.<tag>.txt`` over every subset (so gen
-words are known, as compgen prep cogs --dict-from all; the cogs_tagging task
+words are known, as fairseq-compgen prep cogs --dict-from all; the cogs_tagging task
 loads them, so a checkpoint decodes with the vocabularies it was trained with).  Every example
 is checked to round-trip (tags -> the reference logical form) before anything
 is written; a failure is an error naming file and line.  The counts and the 21 gen categories are checked

@@ -2,7 +2,7 @@
 
 Guzmán et al. (2019); the paper's Tables 5 and 7.
 
-    compgen prep flores --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
+    fairseq-compgen prep flores --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
         [--vocab-size 5000] [--separate-dictionaries] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<direction>/{train,valid,test[,dev]}.{src,tgt}`` (sentencepiece pieces), the model

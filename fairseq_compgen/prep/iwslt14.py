@@ -1,7 +1,7 @@
 """Prepare IWSLT'14 De-En as fairseq's prepare-iwslt14.sh does (tokenize, lowercase, clean, BPE), binarized
 with a joined dictionary (the paper's A.2 setup, Table 4).
 
-    compgen prep iwslt14 --out data/iwslt14 [--iwslt-dir DIR] [--bpe-tokens 10000] \
+    fairseq-compgen prep iwslt14 --out data/iwslt14 [--iwslt-dir DIR] [--bpe-tokens 10000] \
         [--separate-dictionaries] [--no-binarize] [--no-count-check]
 
 ``--iwslt-dir``: the extracted ``de-en/`` folder of de-en.tgz (train.tags.de-en.{de,en} and the

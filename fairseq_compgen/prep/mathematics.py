@@ -5,7 +5,7 @@ Mathematical Reasoning Abilities of Neural Models", ICLR.  Modules
 arithmetic__add_or_sub and numbers__place_value as in Csordás, Irie &
 Schmidhuber (2021).
 
-    compgen prep mathematics --module arithmetic__add_or_sub --out data/math \
+    fairseq-compgen prep mathematics --module arithmetic__add_or_sub --out data/math \
         [--math-dir DIR | --math-tarball mathematics_dataset-v1.0.tar.gz] [--workers N] \
         [--joined-dictionary] [--no-binarize]
 

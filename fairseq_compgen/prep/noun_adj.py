@@ -1,6 +1,6 @@
 """Prepare the noun-adjective ordering En->Fr data set (the paper's Section 4.2, Table 2) from Europarl v7.
 
-    compgen prep noun_adj --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
+    fairseq-compgen prep noun_adj --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
         [--bpe-tokens 40000] [--separate-dictionaries] [--no-binarize]
 
 ``--europarl-dir`` holds ``europarl-v7.fr-en.{en,fr}``; default: download fr-en.tgz (194 MB).

@@ -5,7 +5,7 @@ How do Neural Networks Generalise?", JAIR.  Productivity and systematicity
 splits as in Csordás, Irie & Schmidhuber (2021) (add --joined-dictionary for
 their shared vocabulary); ``pcfgset`` is the IID basis corpus.
 
-    compgen prep pcfg --split productivity --out data/pcfg [--pcfg-dir DIR] \
+    fairseq-compgen prep pcfg --split productivity --out data/pcfg [--pcfg-dir DIR] \
         [--joined-dictionary] [--no-binarize] [--no-count-check] [--no-validate]
 
 Reads ``<split>/{train,test}.{src,tgt}`` (pcfgset: train/dev/test) from

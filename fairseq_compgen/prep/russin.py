@@ -1,8 +1,8 @@
 """Hold out Russin et al.'s (2019) validation set from a SCAN split and binarize it (Syntactic Attention).
 
-    compgen prep russin SPLIT_DIR [--workers N]      e.g. compgen prep russin data/scan/addprim_jump
+    fairseq-compgen prep russin SPLIT_DIR [--workers N]      e.g. fairseq-compgen prep russin data/scan/addprim_jump
 
-SPLIT_DIR is a split made by ``compgen prep scan`` (``--split addprim_jump --out data/scan`` gives
+SPLIT_DIR is a split made by ``fairseq-compgen prep scan`` (``--split addprim_jump --out data/scan`` gives
 data/scan/addprim_jump). The paper holds out 20% of the training file (Bastings et al.) for early stopping. The
 authors cut the last 20% in file order; our generated train file is in grammar order (all 'jump' copies at its
 end), so the lines of SPLIT_DIR/train are shuffled once with a fixed seed (``random.Random(0)``) and the last
@@ -69,8 +69,8 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
         return russin / "bin"
     for name in NEEDED:
         if not (split_dir / name).is_file():
-            raise MissingFileError(f"{split_dir} lacks {name}: not a SCAN split folder made by compgen prep scan "
-                                   f"(e.g. compgen prep scan --split {split_dir.name} --out {split_dir.parent})")
+            raise MissingFileError(f"{split_dir} lacks {name}: not a SCAN split folder made by fairseq-compgen prep scan "
+                                   f"(e.g. fairseq-compgen prep scan --split {split_dir.name} --out {split_dir.parent})")
     src = read_data_lines(split_dir / "train.src", "SCAN train sources")
     tgt = read_data_lines(split_dir / "train.tgt", "SCAN train targets")
     if len(src) != len(tgt):
@@ -90,7 +90,7 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argument_parser("russin", __doc__)
-    p.add_argument("split_dir", type=Path, help="a SCAN split folder made by compgen prep scan")
+    p.add_argument("split_dir", type=Path, help="a SCAN split folder made by fairseq-compgen prep scan")
     p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
     return p.parse_args(argv)
 

@@ -5,7 +5,7 @@ compositional skills of sequence-to-sequence recurrent networks", ICML.
 Length cutoff splits: Csordás, Irie & Schmidhuber (2021), "The Devil is in the
 Detail: Simple Tricks Improve Systematic Generalization of Transformers", EMNLP.
 
-    compgen prep scan --split length_cutoff_26 --out data/scan \
+    fairseq-compgen prep scan --split length_cutoff_26 --out data/scan \
         [--scan-dir DIR] [--joined-dictionary] [--no-binarize]
 
 Writes ``OUT/<split>/<subset>.src`` and ``.tgt`` (one example per line,

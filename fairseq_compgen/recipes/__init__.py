@@ -6,8 +6,8 @@
     recipes.train_args("csordas/scan", "rel_uni_transformer_scan", "data/scan/length_cutoff_26/bin", "runs/x",
                        ["--seed", "1"])              # fairseq-train's arguments (without the program name)
 
-`compgen train RECIPE ARCH DATA SAVE [--dry-run]` runs (or prints) that command, sweep files name a recipe per
-dataset (`recipe: csordas/scan`), `compgen recipes [NAME]` lists them or shows one. The file's header documents
+`fairseq-compgen train RECIPE ARCH DATA SAVE [--dry-run]` runs (or prints) that command, sweep files name a recipe per
+dataset (`recipe: csordas/scan`), `fairseq-compgen recipes [NAME]` lists them or shows one. The file's header documents
 its format (ordered fairseq-train options, `extends`, the computed `noam` lr and `valid-subset: auto`). Loading
 checks the file; this module imports neither fairseq nor torch.
 """
@@ -97,7 +97,7 @@ def names() -> List[str]:
 def get(name: str) -> Recipe:
     recipes = _load()
     if name not in recipes or name.startswith("_"):
-        raise UsageError(f"unknown recipe {name!r} (known: {', '.join(names())}; `compgen recipes` describes them)")
+        raise UsageError(f"unknown recipe {name!r} (known: {', '.join(names())}; `fairseq-compgen recipes` describes them)")
     return recipes[name]
 
 
@@ -131,7 +131,7 @@ def train_args(recipe: Optional[str], arch: Optional[str], data, save, extra: Se
     r = get(recipe) if recipe else _load()["_structure_tagging" if tagging else "_structure"]
     arch = arch or r.arch
     if not arch:
-        raise UsageError(f"recipe {r.name!r} has no default arch: name one (compgen help lists them)")
+        raise UsageError(f"recipe {r.name!r} has no default arch: name one (fairseq-compgen help lists them)")
     options = dict(r.options)
     args = [str(data), "--user-dir", str(PACKAGE), "--task", str(options.pop("task", "compgen")), "--arch", arch]
     options.pop("arch", None)

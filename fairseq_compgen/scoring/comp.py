@@ -3,7 +3,7 @@ the target French noun, in any inflection and either order, of the noun-adjectiv
 
     python -m fairseq_compgen.scoring.comp GENERATE_LOG --meta OUT/bin/test.comp [--json OUT.json]
 
-The metadata ``test.comp`` is written by ``compgen prep noun_adj``: line k (0-based) is example id k,
+The metadata ``test.comp`` is written by ``fairseq-compgen prep noun_adj``: line k (0-based) is example id k,
 tab-separated ``en_adjective  en_noun  fr_adjective_forms  fr_noun_forms`` (forms comma-separated).
 Hypotheses are matched after subword removal (sentencepiece / subword-nmt), lowercased, split into
 words on anything that is not a letter or a digit (so ``l'institution`` and ``&apos;`` escapes match).
@@ -29,7 +29,7 @@ _WORD = re.compile(r"[^\W_]+")
 def read_meta(path) -> List[Meta]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"COMP metadata not found: {path} (compgen prep noun_adj writes test.comp)")
+        raise FileNotFoundError(f"COMP metadata not found: {path} (fairseq-compgen prep noun_adj writes test.comp)")
     lines = path.read_text(encoding="utf-8").split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
@@ -69,7 +69,7 @@ def score_generate_output(lines: Iterable[str], meta: Sequence[Meta], source: st
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     p = argparse.ArgumentParser(description="COMP of fairseq-generate output on the noun-adjective test set.")
     p.add_argument("generate_log", help="fairseq-generate output; '-' for stdin")
-    p.add_argument("--meta", required=True, help="test.comp written by compgen prep noun_adj")
+    p.add_argument("--meta", required=True, help="test.comp written by fairseq-compgen prep noun_adj")
     p.add_argument("--json", dest="json_out")
     args = p.parse_args(argv)
     meta = read_meta(args.meta)

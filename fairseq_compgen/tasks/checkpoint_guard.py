@@ -4,7 +4,7 @@ Two silent wrong results this module prevents (issue "No silent wrong results"):
 
 * **Evaluating on other dictionaries.** A checkpoint applied to data whose dictionaries have the same size but
   another order decodes garbage with exit code 0. The model's config records the SHA-256 of its dictionaries
-  (`dictionary_sha256`, saved with every checkpoint); `fairseq-generate` / `compgen eval` refuse a data
+  (`dictionary_sha256`, saved with every checkpoint); `fairseq-generate` / `fairseq-compgen eval` refuse a data
   folder whose dictionaries hash differently.
 * **Resuming another model.** `fairseq-train` resumes `SAVE_DIR/checkpoint_last.pt` (or `--restore-file`) whenever
   it exists; with another `--arch` or other model flags whose parameter shapes happen to fit, it loads and trains on

@@ -2,7 +2,7 @@
 
 Ontañón, Ainslie, Cvicek & Fisher (2022), "Making Transformers Solve
 Compositional Tasks", ACL, Section 4.5.1 (spec_001 §6.1).  Data: the text files
-of compgen prep cogs_tagging (``SUBSET.{src,parent,role,category,noun_type,
+of fairseq-compgen prep cogs_tagging (``SUBSET.{src,parent,role,category,noun_type,
 verb_name,lf}``), loaded in memory (COGS is small).  Source tokens in (no
 BOS/EOS, right-padded), 5 tags out, aligned 1:1 with the tokens; the model is
 `compgen_tagger` (fairseq_compgen/models/tagger.py).
@@ -17,7 +17,7 @@ fairseq_compgen/data/cogs_tagging.py equals the reference).
         --criterion cogs_tagging --optimizer adam --lr 5e-4 --batch-size 64 --max-epoch 16 \
         --valid-subset valid,gen --best-checkpoint-metric exact_match --maximize-best-checkpoint-metric
 
-(`compgen train` sets the task, criterion and best metric by itself for a tagging folder.)  Decoding a
+(`fairseq-compgen train` sets the task, criterion and best metric by itself for a tagging folder.)  Decoding a
 checkpoint on a subset, in fairseq-generate's line format: fairseq_compgen/tasks/cogs_tagging_generate.py.
 Vocabularies are the ``dict.*.txt`` files of the data folder, so a checkpoint always decodes with the ids it
 was trained with.
@@ -48,13 +48,13 @@ SUBSETS = ("train", "valid", "test", "gen")
 
 
 def _read(path):
-    return read_data_lines(path, "COGS tagging file (made by compgen prep cogs_tagging)")
+    return read_data_lines(path, "COGS tagging file (made by fairseq-compgen prep cogs_tagging)")
 
 
 def _load_dict(data, name):
     path = os.path.join(data, f"dict.{name}.txt")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"COGS tagging dictionary not found: {path} (written by compgen prep cogs_tagging; "
+        raise FileNotFoundError(f"COGS tagging dictionary not found: {path} (written by fairseq-compgen prep cogs_tagging; "
                                 f"re-run it if the folder predates the dictionaries)")
     return Dictionary.load(path)
 
@@ -123,7 +123,7 @@ class TaggingDataset(FairseqDataset):
 
 @dataclass
 class CogsTaggingConfig(FairseqDataclass):
-    data: str = field(default="", metadata={"help": "folder written by compgen prep cogs_tagging"})
+    data: str = field(default="", metadata={"help": "folder written by fairseq-compgen prep cogs_tagging"})
     random_batches: bool = field(default=False, metadata={
         "help": "train on batches of random sentences, drawn afresh every epoch (the authors' tf.data pipeline: a "
                 "full shuffle, then batches of --batch-size), instead of fairseq's batches of equal-length sentences "
@@ -145,7 +145,7 @@ class CogsTaggingTask(FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        # Vocabularies: the dictionaries written by compgen prep cogs_tagging (over every subset: gen words known)
+        # Vocabularies: the dictionaries written by fairseq-compgen prep cogs_tagging (over every subset: gen words known)
         src_dict = _load_dict(cfg.data, "src")
         tag_dicts = {f: _load_dict(cfg.data, f) for f in TAG_FIELDS}
         longest = 0
@@ -154,7 +154,7 @@ class CogsTaggingTask(FairseqTask):
                 longest = max([longest] + [len(line.split()) for line in _read(os.path.join(cfg.data, f"{sub}.src"))])
         if not longest:
             raise FileNotFoundError(f"no COGS tagging subsets ({', '.join(s + '.src' for s in SUBSETS)}) in "
-                                    f"{cfg.data!r} (made by compgen prep cogs_tagging)")
+                                    f"{cfg.data!r} (made by fairseq-compgen prep cogs_tagging)")
         logger.info("cogs_tagging: %d source words; tags %s; longest sentence %d", len(src_dict),
                     {f: len(d) for f, d in tag_dicts.items()}, longest)
         return cls(cfg, src_dict, tag_dicts, longest)

@@ -9,7 +9,7 @@ fairseq-generate needs a decoder; the tagger has none (Ontañón et al. 2022, §
     E-<id>\\t<why the tags describe no logical form>                 (only then)
 
 so `python -m fairseq_compgen.scoring.exact_match LOG --categories DATA/gen.cat` scores it as any other
-run (per COGS generalization category for gen), and `compgen eval` uses it for tagging data:
+run (per COGS generalization category for gen), and `fairseq-compgen eval` uses it for tagging data:
 
     python -m fairseq_compgen.tasks.cogs_tagging_generate CHECKPOINT DATA --gen-subset gen [--cpu] > gen.txt
 
@@ -33,7 +33,7 @@ from fairseq_compgen.errors import UsageError
 def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("checkpoint", help="a compgen_tagger checkpoint (fairseq-train --task cogs_tagging)")
-    p.add_argument("data", help="the folder written by compgen prep cogs_tagging")
+    p.add_argument("data", help="the folder written by fairseq-compgen prep cogs_tagging")
     p.add_argument("--gen-subset", default="test", help="subset to decode (train, valid, test, gen)")
     p.add_argument("--batch-size", type=int, default=256, help="sentences per batch")
     p.add_argument("--cpu", action="store_true", help="decode on the CPU even when CUDA is available")
@@ -55,7 +55,7 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     model = models[0]
     if not isinstance(task, CogsTaggingTask):
         raise UsageError(f"{args.checkpoint} was trained with task {type(task).__name__}, not cogs_tagging "
-                         f"(decode seq2seq checkpoints with fairseq-generate / compgen eval)")
+                         f"(decode seq2seq checkpoints with fairseq-generate / fairseq-compgen eval)")
     use_cuda = torch.cuda.is_available() and not args.cpu
     if args.fp16 and use_cuda:
         model.half()

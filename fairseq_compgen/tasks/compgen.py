@@ -65,7 +65,7 @@ class CompgenConfig(TranslationConfig):
         metadata={"help": "fairseq-generate with references: decode each batch for at most its longest reference + 1 "
                           "tokens (a longer hypothesis cannot be an exact match; an early checkpoint that never emits "
                           "EOS would otherwise decode to --max-len-b in every batch). The references set only where "
-                          "decoding stops, never which tokens are chosen. compgen eval sets it"},
+                          "decoding stops, never which tokens are chosen. fairseq-compgen eval sets it"},
     )
     allow_dropping_train_examples: bool = field(
         default=False,
@@ -81,7 +81,7 @@ class CompgenConfig(TranslationConfig):
     )
     eval_comp: str = field(
         default="",
-        metadata={"help": "COMP metadata (test.comp of compgen prep noun_adj): log `comp` (share of greedy "
+        metadata={"help": "COMP metadata (test.comp of fairseq-compgen prep noun_adj): log `comp` (share of greedy "
                           "hypotheses with the French adjective and noun) on the subset it belongs to"},
     )
     eval_comp_subset: str = field(
@@ -106,7 +106,7 @@ class CompgenTask(TranslationTask):
             if "Could not infer language pair" not in str(e):
                 raise
             raise UsageError(f"{cfg.data}: no binarized language pair (train.SRC-TGT.SRC.idx) to infer --source-lang "
-                             f"/ --target-lang from: not a folder made by compgen prep (a COGS tagging folder needs "
+                             f"/ --target-lang from: not a folder made by fairseq-compgen prep (a COGS tagging folder needs "
                              f"--task cogs_tagging)") from None
 
     def __init__(self, cfg, src_dict, tgt_dict):
@@ -152,7 +152,7 @@ class CompgenTask(TranslationTask):
                 for lang in (src, tgt):
                     path = os.path.join(folder, f"{split}.{pair}.{lang}.bin")
                     if os.path.isfile(path) and os.path.getsize(path) == 0:  # numpy: "cannot mmap an empty file"
-                        raise UsageError(f"{path} is empty: subset {split!r} has no examples; rerun its `compgen prep` "
+                        raise UsageError(f"{path} is empty: subset {split!r} has no examples; rerun its `fairseq-compgen prep` "
                                          f"command or leave {split!r} out of --valid-subset / --gen-subset")
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         if self.cfg.eval_comp and split == (self.cfg.eval_comp_subset or os.path.basename(self.cfg.eval_comp).split(".")[0]):
