@@ -207,3 +207,23 @@ def test_the_installed_command_runs_from_bash():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == "builtin" and "csordas/scan" in p.stdout
+
+
+def test_early_stopping_takes_the_later_of_tied_best_validations(tmp_path):
+    """fairseq rewrites checkpoint_best.pt when the metric is >= the best so far: a tie goes to the later update."""
+    from fairseq_compgen.pipelines import aggregate
+
+    curves = {"valid": {1000: 0.9, 2000: 1.0, 3000: 0.95, 4000: 1.0}, "test": {1000: 0.8, 2000: 0.9, 3000: 0.85,
+                                                                         4000: 0.97}}
+    assert aggregate.at_best(curves, "valid") == (4000, {"valid": 1.0, "test": 0.97})
+    assert aggregate.at_best(curves, "gen") is None
+    log = "".join(f'2026-01-01 00:00:00 | INFO | {s} | {{"epoch": 1, "{s}_accuracy": "{v}", "{s}_num_updates": "{u}"}}\n'
+                  for u in sorted(curves["valid"]) for s, c in curves.items() for v in [c[u]])
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "train.log").write_text(log)
+    (run / "done.json").write_text("{}")
+    spec = {"datasets": {"d": {"label": "D"}}, "configurations": {"c": {"label": "C"}}}
+    md = aggregate.early_stopping_table(spec, [{"dataset": "d", "config": "c", "seed": 3, "dir": str(run)}],
+                                        "valid", "accuracy", scale=100, digits=1)
+    assert "| D | C | 3 | 4,000 | 100.0 | 97.0 |" in md and "update (best valid) | valid | test |" in md

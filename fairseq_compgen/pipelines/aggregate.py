@@ -1,11 +1,12 @@
 """Turn a sweep's results into the papers' tables and plots.
 
-    python -m fairseq_compgen.pipelines.aggregate OUT [--metric accuracy] [--best] [--scale 100] [--digits 2]
+    fairseq-compgen aggregate OUT [--metric accuracy] [--best] [--scale 100] [--digits 2]
         [--transpose] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
-        [--categories SUBSET] [--export results/NAME]
+        [--categories SUBSET] [--early-stopping SUBSET] [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Every finished run (done.json) contributes
-the value of ``--metric`` (default ``accuracy``) of each evaluated subset, read from its eval/<subset>.json (from
+the value of ``--metric`` (default: the sweep's datasets' metric, ``accuracy`` for exact match) of each evaluated
+subset, read from its eval/<subset>.json (from
 the last checkpoint): any numeric key works -- ``accuracy`` (exact match, scoring/exact_match.py, also the
 cogs_tagging runs'), ``bleu`` (scoring/bleu.py), ``comp`` (scoring/comp.py), ... A result file without that key
 is an error naming the file and the keys it has. Per configuration and (dataset, subset): mean ± sample standard
@@ -18,7 +19,10 @@ and OUT/plots/<dataset>.png: the metric on each validated subset vs updates, fro
 runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
 cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
-``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen). ``--export DIR``
+``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
+``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
+subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
+test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint). ``--export DIR``
 copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
 ``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
@@ -231,7 +235,8 @@ def export(runs: List[dict], out: Path, dest: Path) -> int:
                      if _metric_line(line)]
             (to / "train_metrics.log").write_text("".join(lines))
         n += 1
-    for path in [out / "sweep.json", out / "table.md", out / "table.csv", *sorted(out.glob("categories_*.md"))]:
+    for path in [out / "sweep.json", out / "table.md", out / "table.csv", *sorted(out.glob("categories_*.md")),
+                 *sorted(out.glob("early_stopping_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
     return n
@@ -281,6 +286,40 @@ def learning_curves(log: Path, metric: str = "accuracy", logged: Optional[set] =
         if value is not None:
             curves[subset][step] = value
     return dict(curves)
+
+
+def at_best(curves: Dict[str, Dict[int, float]], select: str) -> Optional[Tuple[int, Dict[str, float]]]:
+    """Early stopping from a run's learning curves: (update, {subset: value at that update}) at the best `select`
+    value, a tie going to the later update as fairseq's checkpoint_best.pt does (it is rewritten when
+    `--maximize-best-checkpoint-metric` sees a value >= the best so far); None without `select` values."""
+    steps = sorted(curves.get(select, {}))
+    if not steps:
+        return None
+    best = max(steps, key=lambda u: (curves[select][u], u))
+    return best, {subset: c[best] for subset, c in curves.items() if best in c}
+
+
+def early_stopping_table(spec: dict, runs: List[dict], select: str, metric: str, scale: float = 1.0,
+                         digits: int = 2) -> str:
+    """Per finished run: the in-loop validation values of every subset at the update where `select` was best
+    (at_best), e.g. Russin et al.'s test accuracy at the best validation accuracy."""
+    rows = []
+    for r in runs:
+        if not (Path(r["dir"]) / DONE).is_file():
+            continue
+        found = at_best(learning_curves(Path(r["dir"]) / "train.log", metric), select)
+        if found:
+            rows.append((r, *found))
+    if not rows:
+        raise UsageError(f"no finished run logged a validation {metric!r} on {select!r} (--early-stopping {select})")
+    subsets = _order(list(dict.fromkeys(s for _, _, values in rows for s in values)))
+    header = ["dataset", "configuration", "seed", f"update (best {select})"] + subsets
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r, step, values in rows:
+        cells = [f"{scale * values[s]:.{digits}f}" if s in values else "" for s in subsets]
+        lines.append("| " + " | ".join([_label(spec, "datasets", r["dataset"]), _label(spec, "configurations", r["config"]),
+                                        str(r["seed"]), f"{step:,}", *cells]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric: str = "accuracy") -> List[Path]:
@@ -383,6 +422,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--categories", metavar="SUBSET",
                    help="also write OUT/categories_SUBSET.md: mean exact match per category of SUBSET "
                         "(eval/SUBSET.json's per_category, e.g. COGS gen)")
+    p.add_argument("--early-stopping", metavar="SUBSET",
+                   help="also write OUT/early_stopping_SUBSET.md: per run, every validated subset's in-loop value at "
+                        "the update where SUBSET's was best (ties: the later, as fairseq's checkpoint_best.pt)")
     p.add_argument("--export", metavar="DIR",
                    help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
                         "JSONs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
@@ -402,6 +444,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cat_md = category_table(spec, runs, a.categories)
         (out / f"categories_{a.categories}.md").write_text(cat_md)
         print(cat_md, end="")
+    if a.early_stopping:
+        es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
+        (out / f"early_stopping_{a.early_stopping}.md").write_text(es_md)
+        print(es_md, end="")
     if a.export:
         n = export(runs, out, Path(a.export))
         print(f"export: {n} finished runs -> {a.export}")
