@@ -198,3 +198,14 @@ def test_aggregate_of_nothing_is_an_error(tmp_path, data):
         aggregate.main([str(out), "--no-plots"])
     with pytest.raises(UsageError, match="no sweep.json"):
         aggregate.main([str(tmp_path / "elsewhere"), "--no-plots"])
+
+
+def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
+    """After SIGTERM/Ctrl-C the runs still queued used to print `train` and then `FAILED ... -15`."""
+    path = _write(tmp_path, GOOD.format(data=data))
+    (run, *_) = sweep.plan(sweep.load_sweep(path), tmp_path / "out", cpu=True)
+    said = []
+    runner = sweep.Runner(jobs=1, echo=said.append)
+    runner.stop()
+    assert runner.run_one(run) == {"run": run.name, "status": "stopped"} and said == []
+    assert not run.path.exists()

@@ -317,6 +317,8 @@ class Runner:
                     pass
 
     def run_one(self, run: Run) -> dict:
+        if self.stopping:  # the sweep was interrupted before this queued run started: it is not a failure
+            return {"run": run.name, "status": "stopped"}
         if run.is_done():
             self.echo(f"skip   {run.name} (done)")
             return {"run": run.name, "status": "skipped"}
@@ -377,6 +379,9 @@ class Runner:
         start = last_num_updates(run.path / "train.log") if run.checkpoint.exists() else None
         self.echo(f"train  {run.name}" + (f" (resuming after update {start})" if start else ""))
         rc = self._call(run.train_command(), run.path / "train.log", env, lock_fd)
+        if rc != 0 and self.stopping:
+            self.echo(f"stopped {run.name}: interrupted during training; rerun the sweep to resume it")
+            return {"run": run.name, "status": "stopped", "stage": "train"}
         if rc != 0:
             self.echo(f"FAILED {run.name}: training exited with {rc}; see {run.path / 'train.log'}")
             return {"run": run.name, "status": "failed", "stage": "train", "rc": rc}
@@ -493,8 +498,9 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
 
 
 def _summary(spec: dict, results: List[dict], out, echo) -> List[dict]:
-    n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed")}
-    echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed -> {out}")
+    n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed", "stopped")}
+    echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed"
+         + (f", {n['stopped']} stopped" if n["stopped"] else "") + f" -> {out}")
     return results
 
 
