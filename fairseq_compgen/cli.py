@@ -4,18 +4,18 @@ commands (`fairseq-train --user-dir fairseq_compgen ...`, `fairseq-generate`) wo
 Why not plain `compgen`: bash has a builtin of that name (its completion generator), which a shell runs before
 any program on PATH, so `compgen train ...` in bash would silently do nothing and exit 0.
 
-    fairseq-compgen prep DATASET ...          prepare a dataset (fairseq-compgen prep --help lists them)
-    fairseq-compgen recipes [NAME]            list the training recipes, or show one with its fairseq-train options
-    fairseq-compgen train ...                 fairseq-train with a recipe (--dry-run prints the command)
-    fairseq-compgen eval CHECKPOINT DATA ...  greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
-    fairseq-compgen sweep SWEEP ...           configurations x seeds x datasets, locally or on Slurm (submitit)
-    fairseq-compgen aggregate OUT ...         a sweep's tables (mean ± std over seeds) and learning curves
-    fairseq-compgen score KIND LOG ...        score a fairseq-generate output: exact_match | bleu | comp
-    fairseq-compgen help [ARCH]               the registered archs, or one arch's flags with its preset's defaults
-    fairseq-compgen plot t5-biases CKPT ...   learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
+    fairseq-compgen prep DATASET ...         prepare a dataset (fairseq-compgen prep --help lists them)
+    fairseq-compgen recipes [NAME]           list the training recipes, or show one with its options
+    fairseq-compgen train ...                fairseq-train with a recipe (--dry-run prints the command)
+    fairseq-compgen eval CHECKPOINT DATA     greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
+    fairseq-compgen sweep SWEEP ...          configurations x seeds x datasets, locally or on Slurm (submitit)
+    fairseq-compgen aggregate OUT ...        a sweep's tables (mean ± std over seeds) and learning curves
+    fairseq-compgen score KIND LOG ...       score a fairseq-generate output: exact_match | bleu | comp
+    fairseq-compgen help [ARCH]              the registered archs, or one arch's flags with its preset's defaults
+    fairseq-compgen plot t5-biases CKPT ...  learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
 
-`fairseq-compgen SUBCOMMAND --help` explains each. Nothing here imports fairseq or torch until a subcommand needs it, so
-`fairseq-compgen --help` answers at once.
+`fairseq-compgen SUBCOMMAND --help` explains each. Nothing here imports fairseq or torch until a subcommand needs
+it, so `fairseq-compgen --help` answers at once.
 """
 from __future__ import annotations
 
@@ -60,9 +60,10 @@ def recipes_main(argv: Sequence[str]) -> int:
         print(f"  arch it was written for: {r.arch}")
     print(f"  fairseq-train options ({recipes.FILE}):")
     for k, v in r.options.items():
-        v = f"noam peak {recipes.noam_peak(*v['noam'])!r} = {v['noam'][0]:g} / sqrt({v['noam'][1]:g} * {v['noam'][2]:g})" \
-            if isinstance(v, dict) else ("" if v is True else v)
-        print(f"    --{k} {v}".rstrip())
+        if isinstance(v, dict):
+            base, d, warmup = v["noam"]
+            v = f"noam peak {recipes.noam_peak(base, d, warmup)!r} = {base:g} / sqrt({d:g} * {warmup:g})"
+        print(f"    --{k} {'' if v is True else v}".rstrip())
     print(f"  the full command: fairseq-compgen train --recipe {r.name} ARCH DATA SAVE --dry-run")
     return 0
 
@@ -100,12 +101,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"fairseq-compgen {__version__}")
         return 0
     if argv[0] not in COMMANDS:
-        print(f"fairseq-compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; fairseq-compgen --help)",
-              file=sys.stderr)
+        print(f"fairseq-compgen: error: unknown subcommand {argv[0]!r} (known: {', '.join(COMMANDS)}; "
+              f"fairseq-compgen --help)", file=sys.stderr)
         return 2
     # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
     # another process measured 1.6-8x slower per step (README, "Speed on CPU"). Read once, when torch loads
-    # libgomp, so it is set before any subcommand imports torch; OMP_WAIT_POLICY=ACTIVE fairseq-compgen ... sets it back.
+    # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
+    # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
     rc = getattr(importlib.import_module(module), function)(argv[1:])

@@ -172,7 +172,8 @@ def test_aggregate_defaults_to_the_metric_the_sweep_evaluates_with():
 def test_a_sweep_refuses_an_unknown_metric(tmp_path):
     data = _data_folder(tmp_path / "d", tagging=False)
     path = tmp_path / "s.yaml"
-    path.write_text(f"datasets:\n  d:\n    data: {data}\n    metric: blue\nconfigurations:\n  c:\n    arch: rel_uni_transformer\n")
+    path.write_text(f"datasets:\n  d:\n    data: {data}\n    metric: blue\n"
+                    "configurations:\n  c:\n    arch: rel_uni_transformer\n")
     with pytest.raises(UsageError, match="dataset 'd': metric 'blue' is not one of exact_match, bleu, comp"):
         sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)
 

@@ -22,8 +22,8 @@ validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
 subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
-test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint). ``--export DIR``
-copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
+test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
+``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
 ``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.

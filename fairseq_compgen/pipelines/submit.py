@@ -2,12 +2,12 @@
 
     fairseq-compgen sweep SWEEP --engine slurm [--partition P] [--timeout-min 1440] [--gpus-per-node 1]
         [--cpus-per-task 4] [--mem-gb 16] [--array-parallelism 32]
-    fairseq-compgen sweep SWEEP --engine submitit-local      # the same jobs as processes of this machine (tests, debugging)
+    fairseq-compgen sweep SWEEP --engine submitit-local   # the same jobs as processes here (tests, debugging)
 
 submitit (https://github.com/facebookincubator/submitit, the launcher fairseq's own hydra plugin uses) pickles
 :func:`job` with its :class:`~fairseq_compgen.pipelines.sweep.Run` and runs it on a node: the same code as the
-local runner (the run folder's lock, settings.json, `fairseq-compgen train`, `fairseq-compgen eval`, done.json), so a run started
-on Slurm resumes locally and the other way round. The runs are submitted as one job array; the sweep then waits
+local runner (the run folder's lock, settings.json, `fairseq-compgen train`, `fairseq-compgen eval`, done.json),
+so a run started on Slurm resumes locally and the other way round. The runs are submitted as one job array; the sweep then waits
 for them and prints each result. Ctrl-C stops the waiting, not the jobs (`scancel` them, or let them finish);
 rerunning the sweep skips what is done and resubmits the rest. submitit's own files (job scripts, each job's
 stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem the nodes share.

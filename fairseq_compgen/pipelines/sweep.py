@@ -223,7 +223,8 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
             for seed in seeds:
                 runs.append(Run(
                     dataset=dname, config=cname, seed=int(seed), arch=str(c["arch"]).format(**names), data=data,
-                    dir=str(out / dname / cname / f"seed{seed}"), recipe=recipe, metric=d.get("metric") or "exact_match", flags=flags,
+                    dir=str(out / dname / cname / f"seed{seed}"), recipe=recipe,
+                    metric=d.get("metric") or "exact_match", flags=flags,
                     subsets=list(d["subsets"]) if d.get("subsets") else None, launch=lopts,
                     generate_flags=gen_flags,
                 ))
@@ -259,7 +260,7 @@ def read_plan(out) -> dict:
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
-    """The environment for `fairseq-compgen train` / `fairseq-compgen eval`: this Python's bin folder first on PATH (torchrun's
+    """The environment for `fairseq-compgen train` / `eval`: this Python's bin folder first on PATH (torchrun's
     workers and any tool of the same environment). Checkpoints load under torch >= 2.6 through the plugin
     (fairseq_compgen/checkpoint_loading.py), not through the environment."""
     env = dict(os.environ)

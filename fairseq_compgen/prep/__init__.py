@@ -54,7 +54,8 @@ def module(name: str) -> ModuleType:
 
 def usage() -> str:
     width = max(map(len, DATASETS)) + 2
-    lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options)", "", "datasets:"]
+    lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options)",
+             "", "datasets:"]
     for name in DATASETS:
         lines += textwrap.wrap(description(name), width=110, initial_indent=f"  {name:{width}}",
                                subsequent_indent=" " * (width + 2))
