@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 
+from fairseq_compgen.pipelines import train
 from fairseq_compgen.pipelines.train_log import parse_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,8 +72,7 @@ class Run:
         self.points, self.reached, self.status = [], None, None
 
     def start(self, a):
-        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads),
-                   OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))  # OMP_WAIT_POLICY: cli.py
         self.t0 = time.time()
         self.log = open(os.path.join(self.save, "train.log"), "w")
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -194,9 +194,7 @@ def main(argv=None):
         p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. fairseq-compgen prep scan --split ... --out ...)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    head, *dirty = train.commit().split()  # "HASH" or "HASH dirty"
     runs = [Run(a, arch, seed) for arch in a.archs for seed in a.seeds]
     jobs = a.jobs or len(runs)
     t0 = time.time()
@@ -206,7 +204,7 @@ def main(argv=None):
         """Write OUT.json (after every new point too, so an interrupted benchmark keeps what it measured)."""
         out = {"data": a.data, "dataset": a.dataset, "updates": a.updates, "eval_every": a.eval_every,
                "threads": a.threads, "jobs": jobs, "target": a.target, "target_subset": a.target_subset,
-               "stop_at_target": bool(a.stop_at), "commit": commit + ("+dirty" if dirty else ""), "date": date,
+               "stop_at_target": bool(a.stop_at), "commit": head[:7] + ("+dirty" if dirty else ""), "date": date,
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
                "complete": final, "total_wall_s": round(time.time() - t0, 1), "runs": [r.result() for r in runs]}
         tmp = a.out + ".json.tmp"

@@ -125,7 +125,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         raise MissingFileError(f"no checkpoint at {ckpt}")
     if not data.is_dir():
         raise MissingFileError(f"no data folder at {data}")
-    tagging = bool(list(data.glob("*.parent")))
+    tagging = recipes.is_tagging(data)
     subsets: List[str] = list(subsets) or recipes.subsets_of(data)
     if not subsets:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")

@@ -262,10 +262,10 @@ def read_plan(out) -> dict:
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
     """The environment for `fairseq-compgen train` / `eval`: this Python's bin folder first on PATH (torchrun's
     workers and any tool of the same environment). Checkpoints load under torch >= 2.6 through the plugin
-    (fairseq_compgen/checkpoint_loading.py), not through the environment."""
+    (fairseq_compgen/checkpoint_loading.py), not through the environment; OMP_WAIT_POLICY is the command's own
+    default (cli.py)."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # busy-waiting threads slow runs that share cores (README)
     if threads:
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[k] = str(threads)

@@ -107,11 +107,16 @@ def noam_peak(base: float, d_model: float, warmup: float) -> float:
     return base / math.sqrt(d_model * warmup)
 
 
+def is_tagging(data) -> bool:
+    """A COGS tagging folder (`fairseq-compgen prep cogs_tagging`: <subset>.parent files), not fairseq binaries."""
+    return any(Path(data).glob("*.parent"))
+
+
 def subsets_of(data) -> List[str]:
     """The evaluable subsets of a data folder, IID first: every binarized subset but train (`<subset>.*.idx`;
     for a COGS tagging folder `<subset>.parent`), in reverse alphabetical order (valid, test, gen)."""
     data = Path(data)
-    pattern = "*.parent" if list(data.glob("*.parent")) else "*.idx"
+    pattern = "*.parent" if is_tagging(data) else "*.idx"
     found = {p.name.split(".")[0] for p in data.glob(pattern)} - {"train"}
     return sorted(found, reverse=True)
 
@@ -127,8 +132,7 @@ def _value(option: str, value, data) -> Optional[str]:
 def train_args(recipe: Optional[str], arch: Optional[str], data, save, extra: Sequence[str] = ()) -> List[str]:
     """fairseq-train's arguments for RECIPE (None: only the structural defaults every recipe shares) with ARCH
     (None: the recipe's own arch) on DATA, saving to SAVE; `extra` flags come last, so they win."""
-    tagging = bool(list(Path(data).glob("*.parent")))
-    r = get(recipe) if recipe else _load()["_structure_tagging" if tagging else "_structure"]
+    r = get(recipe) if recipe else _load()["_structure_tagging" if is_tagging(data) else "_structure"]
     arch = arch or r.arch
     if not arch:
         raise UsageError(f"recipe {r.name!r} has no default arch: name one (fairseq-compgen help lists them)")
