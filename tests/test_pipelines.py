@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fairseq_compgen.pipelines import aggregate, sweep
+from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 # scan_bin: tests/conftest.py
@@ -136,8 +137,9 @@ def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ aggregator, synthetic
-def _fake_sweep(out: Path, accs, logs=None):
-    """accs: {(dataset, config): {seed: {subset: acc}}} as finished runs (None: planned, not finished)."""
+def _fake_sweep(out: Path, accs, logs=None, name="fake", command=None):
+    """accs: {(dataset, config): {seed: {subset: acc}}} as finished runs (None: planned, not finished);
+    command(seed, folder): the run's command.txt."""
     runs = []
     for (d, c), seeds in accs.items():
         for seed, per_subset in seeds.items():
@@ -153,7 +155,9 @@ def _fake_sweep(out: Path, accs, logs=None):
             (folder / "done.json").write_text("{}")
             if logs:
                 (folder / "train.log").write_text(logs(seed))
-    spec = {"name": "fake", "datasets": {"scan": {"label": "SCAN"}}, "configurations": {"b": {"label": "Big"}}}
+            if command:
+                (folder / "command.txt").write_text(command(seed, folder))
+    spec = {"name": name, "datasets": {"scan": {"label": "SCAN"}}, "configurations": {"b": {"label": "Big"}}}
     (out / "sweep.json").write_text(json.dumps({"spec": spec, "runs": runs}))
 
 
@@ -188,6 +192,43 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     # learning curves: a later line for the same update (e.g. after a resume) wins
     assert aggregate.learning_curves(Path(runs[0]["dir"]) / "train.log") == {"gen": {100: 0.1, 200: 0.9}}
     assert (tmp_path / "plots" / "scan.png").stat().st_size > 1000
+
+
+def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path):
+    """Seeds of one sweep run into two folders (another day, another machine) make one cell; a seed finished in
+    both, runs trained with other options, or folders of different sweeps are refused with one line."""
+    def command(lr="1e-3", fmt="simple", data="/a/data/bin"):
+        # machine- and run-specific words differ (data path, --user-dir, --log-format, --cpu), the protocol not
+        return lambda seed, folder: (f"fairseq-train {data} --user-dir {folder.parent} --arch compgen_transformer "
+                                     f"--optimizer adam --adam-betas '(0.9, 0.98)' --lr {lr} --optimizer adam "
+                                     f"--log-format {fmt} --save-dir {folder} --seed {seed}"
+                                     + (" --cpu" if fmt == "json" else ""))
+
+    first, later = tmp_path / "first", tmp_path / "later"
+    _fake_sweep(first, {("scan", "a"): {1: {"gen": 0.2}, 2: {"gen": 0.4}, 3: None}}, command=command())
+    _fake_sweep(later, {("scan", "a"): {1: None, 2: None, 3: {"gen": 0.9}}},
+                command=command(fmt="json", data="/b/data/bin"))
+    spec, runs, cells = aggregate.collect([first, later])
+    cell = cells["scan", "gen", "a"]
+    assert cell.values == {1: 0.2, 2: 0.4, 3: 0.9} and cell.planned == 3
+    assert [Path(r["dir"]).parts[-4] for r in runs] == ["first", "first", "later"]
+    assert aggregate.main([str(first), str(later), "--no-plots", "--export", str(tmp_path / "res")]) == 0
+    assert "0.50 ± 0.36 |" in (first / "table.md").read_text()
+    assert (tmp_path / "res" / "sweep.json").is_file() and (tmp_path / "res" / "sweep.2.later.json").is_file()
+    assert (tmp_path / "res" / "scan" / "a" / "seed3" / "command.txt").is_file()
+
+    other_lr = tmp_path / "other_lr"
+    _fake_sweep(other_lr, {("scan", "a"): {1: None, 2: None, 3: {"gen": 0.9}}}, command=command(lr="5e-4"))
+    with pytest.raises(UsageError, match=r"different options \(--lr: 1e-3 vs 5e-4\)"):
+        aggregate.collect([first, other_lr])
+    twice = tmp_path / "twice"
+    _fake_sweep(twice, {("scan", "a"): {1: None, 2: {"gen": 0.5}, 3: None}}, command=command())
+    with pytest.raises(UsageError, match="scan/a/seed2 finished in both .*first.* and .*twice"):
+        aggregate.collect([first, twice])
+    foreign = tmp_path / "foreign"
+    _fake_sweep(foreign, {("scan", "a"): {3: {"gen": 0.9}}}, name="another", command=command())
+    with pytest.raises(UsageError, match=r"different sweeps \(fake, another\)"):
+        aggregate.collect([first, foreign])
 
 
 # ------------------------------------------------------------------------------------------------ sweep files

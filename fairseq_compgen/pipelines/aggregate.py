@@ -1,10 +1,14 @@
 """Turn a sweep's results into the papers' tables and plots.
 
-    fairseq-compgen aggregate OUT [--metric accuracy] [--best] [--scale 100] [--digits 2]
+    fairseq-compgen aggregate OUT [OUT ...] [--metric accuracy] [--best] [--scale 100] [--digits 2]
         [--transpose] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
         [--categories SUBSET] [--early-stopping SUBSET] [--export results/NAME]
 
-OUT is a sweep's output folder (with the sweep.json the runner writes). Every finished run (done.json) contributes
+OUT is a sweep's output folder (with the sweep.json the runner writes). Several OUTs of the same sweep (seeds run
+on other machines or days, into other folders) are pooled: each planned run counts once, from the folder where it
+finished; a run finished in two folders is an error, and so are finished runs of one cell whose fairseq-train
+options (command.txt, apart from --seed, --save-dir, --user-dir, the logging options and the data folder's path)
+differ. The tables and plots go to the first OUT. Every finished run (done.json) contributes
 the value of ``--metric`` (default: the sweep's datasets' metric, ``accuracy`` for exact match) of each evaluated
 subset, read from its eval/<subset>.json (from
 the last checkpoint): any numeric key works -- ``accuracy`` (exact match, scoring/exact_match.py, also the
@@ -86,12 +90,89 @@ def read_metric(path: Path, metric: str) -> float:
     return float(value)
 
 
-def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
-    """(spec, runs, cells): cells keyed by (dataset, subset, config), in sweep order; a cell's values are
-    `metric` of the finished runs' eval/<subset>.json."""
-    out = Path(out)
-    plan = read_plan(out)
-    runs = plan["runs"]
+def _finished(run: dict) -> bool:
+    return (Path(run["dir"]) / DONE).is_file()
+
+
+# fairseq-train options that differ between runs of one cell by design: where it ran and what it logged
+RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorboard-logdir", "--wandb-project", "--cpu",
+                "--num-workers"}
+
+
+def train_options(command: Path) -> Dict[str, object]:
+    """The fairseq-train options of a run's command.txt (train.py writes it), the last of a repeated option winning
+    as in argparse, without RUN_SPECIFIC ones and the data folder (its path depends on the machine)."""
+    import shlex
+
+    words = shlex.split(command.read_text())
+    options: Dict[str, object] = {}
+    i = 1  # words[0] is fairseq-train, words[1] the data folder
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            has_value = i + 1 < len(words) and not words[i + 1].startswith("--")
+            options[word] = words[i + 1] if has_value else True
+            i += 2 if has_value else 1
+        else:
+            i += 1  # a positional word: the data folder
+    return {k: v for k, v in options.items() if k not in RUN_SPECIFIC}
+
+
+def check_alike(runs: List[dict]) -> None:
+    """Pooled folders' finished runs of one (dataset, configuration) must have been trained with the same
+    fairseq-train options (train_options); UsageError naming the first pair that differs and how."""
+    first: Dict[Tuple[str, str], Tuple[Path, Dict[str, object]]] = {}
+    for r in runs:
+        if not _finished(r):
+            continue
+        command = Path(r["dir"]) / "command.txt"
+        if not command.is_file():
+            raise UsageError(f"{command}: missing, so this run cannot be checked against the other folders' runs "
+                             f"(pool only runs made by fairseq-compgen sweep)")
+        options = train_options(command)
+        key = r["dataset"], r["config"]
+        if key not in first:
+            first[key] = command, options
+            continue
+        other_path, other = first[key]
+        diff = sorted(k for k in set(options) | set(other) if options.get(k) != other.get(k))
+        if diff:
+            shown = "; ".join(f"{k}: {other.get(k, '(absent)')} vs {options.get(k, '(absent)')}" for k in diff[:5])
+            raise UsageError(f"{other_path} and {command} were trained with different options ({shown}): "
+                             f"their seeds cannot be pooled into one cell")
+
+
+def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
+    """(spec, runs) of one sweep run into several output folders (other machines, other days): every planned
+    (dataset, config, seed) once, its finished run wherever it finished. The folders must hold the same sweep
+    (its name), a run may have finished in only one of them, and the finished runs of a cell must have been
+    trained alike (check_alike). The spec (labels) is the first folder's."""
+    plans = [read_plan(o) for o in outs]
+    names = list(dict.fromkeys(str(p["spec"].get("name")) for p in plans))
+    if len(names) > 1:
+        raise UsageError(f"{', '.join(map(str, outs))}: these folders hold different sweeps ({', '.join(names)}); "
+                         f"only runs of one sweep can be pooled")
+    chosen: Dict[Tuple[str, str, int], dict] = {}
+    for plan in plans:
+        for r in plan["runs"]:
+            key = r["dataset"], r["config"], r["seed"]
+            before = chosen.get(key)
+            if before is not None and _finished(before) and _finished(r):
+                raise UsageError(f"{r['dataset']}/{r['config']}/seed{r['seed']} finished in both {before['dir']} "
+                                 f"and {r['dir']}: pool one of them (move the other away)")
+            if before is None or _finished(r):
+                chosen[key] = r
+    runs = list(chosen.values())
+    if len(plans) > 1:
+        check_alike(runs)
+    return plans[0]["spec"], runs
+
+
+def collect(outs, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]]:
+    """(spec, runs, cells) of one sweep output folder, or of several pooled (see pool): cells keyed by (dataset,
+    subset, config), in sweep order; a cell's values are `metric` of the finished runs' eval/<subset>.json."""
+    outs = [Path(o) for o in ([outs] if isinstance(outs, (str, Path)) else outs)]
+    spec, runs = pool(outs)
     planned: Dict[Tuple[str, str], int] = defaultdict(int)
     for r in runs:
         planned[r["dataset"], r["config"]] += 1
@@ -103,7 +184,7 @@ def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple
     changed: List[str] = []
     for r in runs:
         d = Path(r["dir"])
-        if not (d / DONE).is_file():
+        if not _finished(r):
             continue
         made_with = json.loads((d / DONE).read_text()).get("settings")
         if made_with is not None and made_with != planned_settings(r):
@@ -117,8 +198,8 @@ def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple
         known = subsets.setdefault(r["dataset"], list(r.get("subsets") or []))
         known.extend(s for s in accs if s not in known)
     if changed:
-        print(f"aggregate: {len(changed)} finished run(s) were made with other settings than {out / 'sweep.json'} "
-              f"and are left out, e.g. {changed[0]} (its done.json 'settings')", file=sys.stderr)
+        print(f"aggregate: {len(changed)} finished run(s) were made with other settings than their folder's "
+              f"sweep.json and are left out, e.g. {changed[0]} (its done.json 'settings')", file=sys.stderr)
     cells: Dict[Tuple[str, str, str], Cell] = {}
     configs = list(dict.fromkeys(r["config"] for r in runs))
     for dataset in dict.fromkeys(r["dataset"] for r in runs):
@@ -131,7 +212,7 @@ def collect(out, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tuple
                     if d == dataset and c == config and subset in accs:
                         cell.values[seed] = accs[subset]
                 cells[dataset, subset, config] = cell
-    return plan["spec"], runs, cells
+    return spec, runs, cells
 
 
 def _order(subsets: Sequence[str]) -> List[str]:
@@ -214,14 +295,17 @@ def _metric_line(line: str) -> bool:
     return record is not None and record.kind in ("valid", "train")
 
 
-def export(runs: List[dict], out: Path, dest: Path) -> int:
+def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
     """Copy every finished run's evaluation JSONs, records (EXPORTED) and the metric lines of its train.log
     (fairseq's validation and epoch summary lines) to DEST/<dataset>/<config>/seed<k>/, so that the table can be
-    recomputed from the repository; also sweep.json, table.md and table.csv. Returns the number of runs."""
+    recomputed from the repository; also sweep.json, table.md and table.csv of the first folder of `outs` (where
+    the tables are written) and, when folders were pooled, each other folder's sweep.json as
+    sweep.<i>.<folder name>.json. Returns the number of runs."""
+    out = outs[0]
     n = 0
     for r in runs:
         src = Path(r["dir"])
-        if not (src / DONE).is_file():
+        if not _finished(r):
             continue
         to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
         (to / "eval").mkdir(parents=True, exist_ok=True)
@@ -239,6 +323,8 @@ def export(runs: List[dict], out: Path, dest: Path) -> int:
                  *sorted(out.glob("early_stopping_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
+    for i, other in enumerate(outs[1:], 2):
+        shutil.copy2(other / "sweep.json", dest / f"sweep.{i}.{other.resolve().name}.json")
     return n
 
 
@@ -249,7 +335,7 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
     seeds: Dict[Tuple[str, str], List[int]] = defaultdict(list)
     for r in runs:
         path = Path(r["dir"]) / "eval" / f"{subset}.json"
-        if not (Path(r["dir"]) / DONE).is_file() or not path.is_file():
+        if not _finished(r) or not path.is_file():
             continue
         result = json.loads(path.read_text())
         if "accuracy" not in result:
@@ -305,7 +391,7 @@ def early_stopping_table(spec: dict, runs: List[dict], select: str, metric: str,
     (at_best), e.g. Russin et al.'s test accuracy at the best validation accuracy."""
     rows = []
     for r in runs:
-        if not (Path(r["dir"]) / DONE).is_file():
+        if not _finished(r):
             continue
         found = at_best(learning_curves(Path(r["dir"]) / "train.log", metric), select)
         if found:
@@ -379,7 +465,7 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
     written = []
     for r in runs:
         ckpt = Path(r["dir"]) / "checkpoint_last.pt"
-        if "t5" not in r["arch"] and "--self-attn-pos" not in r.get("flags", []) or not (Path(r["dir"]) / DONE).is_file():
+        if "t5" not in r["arch"] and "--self-attn-pos" not in r.get("flags", []) or not _finished(r):
             continue
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{r['dataset']}_{r['config']}_seed{r['seed']}.png"
@@ -406,7 +492,9 @@ def default_metric(spec: dict) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="fairseq-compgen aggregate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("out", help="the sweep's output folder (holding sweep.json)")
+    p.add_argument("outs", nargs="+", metavar="out",
+                   help="the sweep's output folder (holding sweep.json); several folders of the same sweep are "
+                        "pooled, a seed from wherever it finished (the tables and plots go to the first)")
     p.add_argument("--best", action="store_true", help="bold the best (highest) mean of each column")
     p.add_argument("--metric",
                    help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy, bleu, comp, ... "
@@ -430,11 +518,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "JSONs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
-    out = Path(a.out)
+    outs = [Path(o) for o in a.outs]
+    out = outs[0]
     a.metric = a.metric or default_metric(read_plan(out)["spec"])
-    spec, runs, cells = collect(out, a.metric)
+    spec, runs, cells = collect(outs, a.metric)
     if not any(c.n for c in cells.values()):
-        raise UsageError(f"{out}: none of the {len(runs)} planned runs has finished (no done.json with results): "
+        raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no done.json with results): "
                          f"nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
@@ -449,7 +538,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         (out / f"early_stopping_{a.early_stopping}.md").write_text(es_md)
         print(es_md, end="")
     if a.export:
-        n = export(runs, out, Path(a.export))
+        n = export(runs, outs, Path(a.export))
         print(f"export: {n} finished runs -> {a.export}")
     if not a.no_plots:
         plots = Path(a.plots or out / "plots")
