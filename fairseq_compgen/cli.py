@@ -110,7 +110,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
-    rc = getattr(importlib.import_module(module), function)(argv[1:])
+    try:
+        rc = getattr(importlib.import_module(module), function)(argv[1:])
+    except BrokenPipeError:
+        # the reader went away (`fairseq-compgen prep --help | head -1`): stop quietly as other Unix tools do; stdout
+        # goes to /dev/null so that the interpreter's last flush does not raise again (Python's signal docs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return int(rc or 0)
 
 

@@ -123,6 +123,15 @@ def test_unknown_subcommand_is_one_line():
         f"fairseq-compgen: error: unknown subcommand 'trian' (known: {', '.join(cli.COMMANDS)}; fairseq-compgen --help)"]
 
 
+def test_a_closed_pipe_ends_quietly():
+    """`fairseq-compgen prep --help | head -1`: the reader is gone before the help is written; no traceback."""
+    p = subprocess.Popen([sys.executable, "-m", "fairseq_compgen.cli", "prep", "--help"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # before the child has imported anything, so its first write meets a closed pipe
+    err = p.stderr.read()
+    assert p.wait() == 1 and err == "", err
+
+
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_every_subcommand_answers_help(command, capsys):
     try:
