@@ -7,11 +7,12 @@
 OUT is a sweep's output folder (with the sweep.json the runner writes). Several OUTs of the same sweep (seeds run
 on other machines or days, into other folders) are pooled: each planned run counts once, from the folder where it
 finished; a run finished in two folders is an error, and so are finished runs of one cell whose fairseq-train
-options (command.txt, apart from --seed, --save-dir, --user-dir, the logging options and the data folder's path)
-differ. The tables and plots go to the first OUT. Every finished run (done.json) contributes
-the value of ``--metric`` (default: the sweep's datasets' metric, ``accuracy`` for exact match) of each evaluated
-subset, read from its eval/<subset>.json (from
-the last checkpoint): any numeric key works -- ``accuracy`` (exact match, scoring/exact_match.py, also the
+options (command.txt, apart from RUN_SPECIFIC: --seed, --save-dir, --user-dir, the logging options, --cpu,
+--num-workers; and the data folder's path) differ. The tables and plots go to the first OUT.
+
+Every finished run (done.json) contributes the value of ``--metric`` (default: the sweep's datasets' metric,
+``accuracy`` for exact match) of each evaluated subset, read from its eval/<subset>.json (from the last
+checkpoint): any numeric key works -- ``accuracy`` (exact match, scoring/exact_match.py, also the
 cogs_tagging runs'), ``bleu`` (scoring/bleu.py), ``comp`` (scoring/comp.py), ... A result file without that key
 is an error naming the file and the keys it has. Per configuration and (dataset, subset): mean ± sample standard
 deviation over seeds (Bessel's correction, n - 1; "-" for one seed); a cell with fewer finished seeds than planned
@@ -38,6 +39,7 @@ import argparse
 import csv
 import json
 import math
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -102,8 +104,6 @@ RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorb
 def train_options(command: Path) -> Dict[str, object]:
     """The fairseq-train options of a run's command.txt (train.py writes it), the last of a repeated option winning
     as in argparse, without RUN_SPECIFIC ones and the data folder (its path depends on the machine)."""
-    import shlex
-
     words = shlex.split(command.read_text())
     options: Dict[str, object] = {}
     i = 1  # words[0] is fairseq-train, words[1] the data folder
