@@ -60,6 +60,9 @@ def test_last_num_updates_in_either_format_and_mixed_files(tmp_path):
         ("valid", 50), ("gen", 50), ("valid", 150), ("gen", 150), ("valid", 50), ("gen", 50)]
     assert train_log.last_num_updates(tmp_path / "missing.log") is None
     assert train_log.validation_records(tmp_path / "missing.log") == []
+    # fairseq's clock (`wall`, not `train_wall`) of the last training summary, in either format
+    assert train_log.train_wall(JSON_LOG) == 5 and train_log.train_wall(SIMPLE_LOG) == 3
+    assert train_log.train_wall(mixed) == 3 and train_log.train_wall(tmp_path / "missing.log") is None
 
 
 def test_a_validated_subset_called_train_is_not_the_epoch_summary():

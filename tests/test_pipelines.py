@@ -68,8 +68,13 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert (r.path / "command.txt").read_text().startswith("fairseq-train ")
         assert "--seed " + str(r.seed) in (r.path / "command.txt").read_text()
         assert len((r.path / "commit.txt").read_text().split()[0]) in (40, 7) or "unknown" in (r.path / "commit.txt").read_text()
+        assert (r.path / "launch.txt").read_text().startswith("fairseq-compgen train --cpu ")
         ev = json.loads((r.path / "eval" / "gen.json").read_text())
         assert ev["n"] == 24 and done["accuracy"]["gen"] == ev["accuracy"]
+        # cost and place: fairseq's clock from train.log, the eval call's time, and where it trained
+        assert done["train_wall_s"] is not None and done["train_wall_s"] >= 0 and done["eval_s"] > 0
+        assert done["machine"] == json.loads((r.path / "machine.txt").read_text())
+        assert done["machine"]["threads"] == 1 and done["machine"]["gpu"] is None and done["machine"]["cores"] >= 1
     # the victim resumed from its checkpoint: its second training logged updates 4..6 only
     text = (victim.path / "train.log").read_text()
     second = text[text.rindex("sweep: "):]
@@ -96,6 +101,16 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert float(row["std"]) == pytest.approx(statistics.stdev(accs))
         assert f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}" in md
     assert "| Transformer |" in md and "SCAN tiny: gen" in md
+    # the per-run table: every seed's value beside its updates, cost, commit and machine
+    per_run = list(csv.DictReader(open(out / "runs.csv")))
+    assert [(row["configuration"], row["seed"]) for row in per_run] == [
+        ("trafo", "1"), ("trafo", "2"), ("reluni", "1"), ("reluni", "2")]
+    for row in per_run:
+        done = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "done.json").read_text())
+        assert float(row["gen"]) == done["accuracy"]["gen"] and row["updates"] == "6"
+        assert row["commit"] == (done["commit"] or "")[:7] + (" dirty" if done["dirty"] else "")
+        assert row["machine"].startswith(done["machine"]["host"] + ": ") and row["machine"].endswith(", no GPU")
+    assert (out / "runs.md").read_text().count("\n") == 2 + 4
     assert (out / "plots" / "scan.png").stat().st_size > 1000
     curves = aggregate.learning_curves(victim.path / "train.log")
     assert sorted(curves["gen"]) == [3, 6] and sorted(curves["valid"]) == [3, 6]

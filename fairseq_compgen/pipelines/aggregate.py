@@ -20,7 +20,8 @@ shows "(k/n)". ``--best`` sets the highest mean of each column in bold.
 
 Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
 Csordás et al.'s Table 3), OUT/table.csv (one line per cell with its metric, full precision, every seed's value),
-and OUT/plots/<dataset>.png: the metric on each validated subset vs updates, from the validation records of the
+OUT/runs.md and OUT/runs.csv (one line per finished run: its values, updates, training wall time, evaluation
+time, commit and machine, from its done.json, train.log and machine.txt), and OUT/plots/<dataset>.png: the metric on each validated subset vs updates, from the validation records of the
 runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
 cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
@@ -285,8 +286,71 @@ def write_csv(path, cells, best: bool = False, metric: str = "accuracy") -> None
                         ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items()))])
 
 
+def _machine_text(machine: Optional[dict]) -> str:
+    if not machine:
+        return "not recorded"
+    text = f"{machine.get('host')}: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('threads')} threads"
+    return text + (f", {machine['gpu']}" if machine.get("gpu") else ", no GPU")
+
+
+def run_rows(runs: List[dict], metric: str) -> List[dict]:
+    """One row per finished run: dataset, config, seed, `metric` of each evaluated subset, updates, training
+    wall seconds (done.json's, else fairseq's clock in train.log), evaluation seconds, commit, machine (done.json's,
+    else machine.txt; runs made before either was recorded say "not recorded")."""
+    rows = []
+    for r in runs:
+        d = Path(r["dir"])
+        if not _finished(r):
+            continue
+        done = json.loads((d / DONE).read_text())
+        machine = done.get("machine")
+        if machine is None and (d / "machine.txt").is_file():
+            machine = json.loads((d / "machine.txt").read_text())
+        wall = done.get("train_wall_s")
+        rows.append({
+            "dataset": r["dataset"], "config": r["config"], "seed": r["seed"],
+            "values": {p.stem: read_metric(p, metric) for p in sorted((d / "eval").glob("*.json"))
+                       if not r.get("subsets") or p.stem in r["subsets"]},
+            "updates": done.get("num_updates", train_log.last_num_updates(d / "train.log")),
+            "train_wall_s": wall if wall is not None else train_log.train_wall(d / "train.log"),
+            "eval_s": done.get("eval_s"),
+            "commit": ((done.get("commit") or "")[:7] + (" dirty" if done.get("dirty") else "")) or "unknown",
+            "machine": _machine_text(machine),
+        })
+    return rows
+
+
+def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, digits: int = 2) -> str:
+    """The per-run table (run_rows) as markdown: every seed's values beside its cost, commit and machine."""
+    subsets = _order([s for row in rows for s in row["values"]])
+    header = ["dataset", "configuration", "seed", *(f"{s} {metric}" for s in subsets), "updates",
+              "train wall (min)", "eval (s)", "commit", "machine"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        values = [f"{scale * row['values'][s]:.{digits}f}" if s in row["values"] else "" for s in subsets]
+        wall = row["train_wall_s"]
+        lines.append("| " + " | ".join([
+            _label(spec, "datasets", row["dataset"]), _label(spec, "configurations", row["config"]), str(row["seed"]),
+            *values, f"{row['updates']:,}" if row["updates"] is not None else "",
+            f"{wall / 60:.1f}" if wall is not None else "", "" if row["eval_s"] is None else f"{row['eval_s']:.0f}",
+            row["commit"], row["machine"]]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_runs_csv(path, rows: List[dict], metric: str) -> None:
+    subsets = _order([s for row in rows for s in row["values"]])
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "eval_s",
+                    "commit", "machine"])
+        for row in rows:
+            w.writerow([row["dataset"], row["config"], row["seed"], metric,
+                        *(repr(row["values"][s]) if s in row["values"] else "" for s in subsets),
+                        row["updates"], row["train_wall_s"], row["eval_s"], row["commit"], row["machine"]])
+
+
 # what --export keeps of a run: its records and results, not its checkpoints
-EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "command.history")
+EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "command.history")
 
 
 def _metric_line(line: str) -> bool:
@@ -319,7 +383,8 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
                      if _metric_line(line)]
             (to / "train_metrics.log").write_text("".join(lines))
         n += 1
-    for path in [out / "sweep.json", out / "table.md", out / "table.csv", *sorted(out.glob("categories_*.md")),
+    for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
+                 *sorted(out.glob("categories_*.md")),
                  *sorted(out.glob("early_stopping_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
@@ -529,6 +594,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Path(a.markdown or out / "table.md").write_text(md)
     write_csv(a.csv or out / "table.csv", cells, a.best, a.metric)
     print(md, end="")
+    rows = run_rows(runs, a.metric)
+    (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))
+    write_runs_csv(out / "runs.csv", rows, a.metric)
     if a.categories:
         cat_md = category_table(spec, runs, a.categories)
         (out / f"categories_{a.categories}.md").write_text(cat_md)

@@ -81,7 +81,7 @@ from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
-from fairseq_compgen.pipelines.train_log import last_num_updates
+from fairseq_compgen.pipelines.train_log import last_num_updates, train_wall
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `compgen` command of this Python
 DONE = "done.json"
@@ -387,17 +387,22 @@ class Runner:
             self.echo(f"FAILED {run.name}: training exited with {rc}; see {run.path / 'train.log'}")
             return {"run": run.name, "status": "failed", "stage": "train", "rc": rc}
         self.echo(f"eval   {run.name}")
+        eval_start = time.monotonic()
         rc = self._call(run.eval_command(), run.path / "eval.log", env, lock_fd)
+        eval_s = round(time.monotonic() - eval_start, 1)
         evals = {p.stem: json.loads(p.read_text()) for p in sorted((run.path / "eval").glob("*.json"))}
         missing = [s for s in run.subsets or [] if s not in evals]
         if rc != 0 or not evals or missing:
             self.echo(f"FAILED {run.name}: evaluation exited with {rc}; see {run.path / 'eval.log'}")
             return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
         commit = (run.path / "commit.txt").read_text().split() if (run.path / "commit.txt").exists() else []
+        machine = run.path / "machine.txt"  # written by fairseq-compgen train
         done = {
             "run": run.name, "dataset": run.dataset, "config": run.config, "seed": run.seed, "arch": run.arch,
             "num_updates": last_num_updates(run.path / "train.log"), "commit": commit[0] if commit else None,
             "dirty": "dirty" in commit, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+            "train_wall_s": train_wall(run.path / "train.log"), "eval_s": eval_s,
+            "machine": json.loads(machine.read_text()) if machine.is_file() else None,
             "accuracy": {k: v.get("accuracy") for k, v in evals.items() if "accuracy" in v},
             "metrics": {k: {m: x for m, x in v.items() if isinstance(x, (int, float))} for k, v in evals.items()},
             "settings": run.settings(),

@@ -15,14 +15,16 @@
 Flags after SAVE go to fairseq-train and win over the recipe (fairseq takes the last occurrence), e.g.
 --max-update 2000 --seed 3. A rerun on the same SAVE resumes from SAVE/checkpoint_last.pt (fairseq does this);
 a rerun of a run whose checkpoint_last.pt is already at --max-update does nothing. SAVE/command.txt (the exact
-fairseq-train command), launch.txt (this command line) and commit.txt (the package's git HEAD, then "dirty" when
-tracked files differ) keep what the run's first command was; every invocation is appended, dated, to
-SAVE/*.history. OMP_WAIT_POLICY defaults to PASSIVE (set by the `compgen` command; README, "Speed on CPU").
+fairseq-train command), launch.txt (this command line), commit.txt (the package's git HEAD, then "dirty" when
+tracked files differ) and machine.txt (where it trains: host, CPU, cores, threads, GPU, torch; one JSON line) keep
+what the run's first command was; every invocation is appended, dated, to SAVE/*.history. OMP_WAIT_POLICY
+defaults to PASSIVE (set by the `fairseq-compgen` command; README, "Speed on CPU").
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shlex
 import subprocess
@@ -132,6 +134,24 @@ def commit() -> str:
     return head.stdout.strip() + (" dirty" if dirty else "")
 
 
+def machine(cpu: bool) -> str:
+    """Where this run trains, as one JSON line for SAVE/machine.txt: host name, CPU model, cores, torch's intra-op
+    threads (OMP_NUM_THREADS), the GPUs unless --cpu (count x name of the first visible one), torch and Python."""
+    import platform
+
+    import torch
+
+    model = None
+    if os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    gpu = (f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+           if not cpu and torch.cuda.is_available() else None)
+    return json.dumps({"host": platform.node(), "cpu": model or platform.processor() or platform.machine(),
+                       "cores": os.cpu_count(), "threads": torch.get_num_threads(), "gpu": gpu,
+                       "torch": torch.__version__, "python": platform.python_version()})
+
+
 def record(save: Path, name: str, line: str) -> None:
     """SAVE/NAME keeps the run's first command: written only while the run has no checkpoint (or NAME is absent),
     so a later failing or mistyped command does not replace it; every call is appended, dated, to *.history."""
@@ -185,8 +205,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
-    record(save, "launch.txt", shlex.join(["compgen", "train", *argv]))
+    record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))
     record(save, "commit.txt", commit())
+    record(save, "machine.txt", machine(a.cpu))
     if a.nprocs > 1:
         return subprocess.call(command)
     run_fairseq_train(args)

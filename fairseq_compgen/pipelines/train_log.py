@@ -120,6 +120,14 @@ def validation_records(log: Union[str, os.PathLike]) -> List[Tuple[str, int, Dic
             if r.kind == "valid" and r.num_updates is not None]
 
 
+def train_wall(log: Union[str, os.PathLike]) -> Optional[float]:
+    """fairseq's `wall` of the last training summary in the log: the trainer's clock in seconds, validation and
+    checkpointing included; None without a summary. For an uninterrupted run, its training time. A resumed run's
+    clock comes back from the checkpoint's meters and is not the sum of its invocations: read its summaries."""
+    found = [r.stats["wall"] for r in read_records(log) if r.kind == "train" and "wall" in r.stats]
+    return found[-1] if found else None
+
+
 def last_num_updates(log: Union[str, os.PathLike]) -> Optional[int]:
     """The last num_updates the log records (None when there is none, or no such file)."""
     found = [r.num_updates for r in read_records(log) if r.num_updates is not None]
