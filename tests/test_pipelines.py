@@ -201,6 +201,21 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     rows = {(r["subset"], r["configuration"]): r for r in csv.DictReader(open(tmp_path / "table.csv"))}
     assert rows["gen", "b"]["best"] == "1" and rows["gen", "a"]["best"] == "0"
     assert rows["gen", "a"]["values"] == "1=0.1;2=0.2;3=0.6"
+    # the paper's value, as the sweep file writes it, beside ours (markdown and csv); --spec takes it from a
+    # sweep file written after the runs were planned, of the same sweep only
+    spec["configurations"]["b"]["paper"] = {"scan/gen": "0.70 ± 0.05"}
+    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) (paper 0.70 ± 0.05) |" in aggregate.markdown_table(
+        spec, cells, best=True, scale=100, digits=1)
+    later = tmp_path / "later.yaml"
+    later.write_text(yaml.safe_dump({"name": "fake", "datasets": {"scan": {"data": "x"}}, "configurations": {
+        "b": {"arch": "compgen_transformer", "label": "Big", "paper": {"scan/gen": "0.70 ± 0.05"}}}}))
+    assert aggregate.main([str(tmp_path), "--no-plots", "--spec", str(later)]) == 0
+    rows = {(r["subset"], r["configuration"]): r for r in csv.DictReader(open(tmp_path / "table.csv"))}
+    assert rows["gen", "b"]["paper"] == "0.70 ± 0.05" and rows["gen", "a"]["paper"] == rows["valid", "b"]["paper"] == ""
+    assert "(paper 0.70 ± 0.05)" in (tmp_path / "table.md").read_text()
+    later.write_text(later.read_text().replace("name: fake", "name: other"))
+    with pytest.raises(UsageError, match="--spec .*later.yaml: its sweep is 'other', the runs' is 'fake'"):
+        aggregate.main([str(tmp_path), "--no-plots", "--spec", str(later)])
     # a single seed has no sample std
     one = aggregate.Cell("scan", "gen", "x", 1, {1: 0.5})
     assert math.isnan(one.std) and aggregate.format_cell(one, 1, 2) == "0.50 ± -"

@@ -54,6 +54,11 @@ configurations:
      r"s\.yaml:9: configurations\.reluni\.flags: expected a list of flags"),
     (("    data: {data}\n", ""), r"datasets\.scan\.data: Missing mandatory value"),
     (("configurations:", "configuration:"), r"s\.yaml:6: configuration: unknown key"),
+    (("    arch: rel_uni_transformer_scan", "    arch: rel_uni_transformer_scan\n    paper: {{cfq/gen: 0.3}}"),
+     r"s\.yaml:9: configurations\.reluni\.paper: 'cfq/gen': expected DATASET/SUBSET with a dataset of this file "
+     r"\(scan\)"),
+    (("    arch: rel_uni_transformer_scan", "    arch: rel_uni_transformer_scan\n    paper: {{scan/gen: [0.3]}}"),
+     r"s\.yaml:9: configurations\.reluni\.paper: 'scan/gen': expected the paper's value as a number or a string"),
 ])
 def test_sweep_file_errors_name_file_line_and_key(tmp_path, data, edit, where):
     path = _write(tmp_path, GOOD.replace(*edit).format(data=data))

@@ -31,6 +31,9 @@ subset at the update where SUBSET's was best (ties: the later update, as fairseq
 test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
 ``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
+A configuration's ``paper: {dataset/subset: "0.30 ± 0.02"}`` in the sweep file is shown beside its cell as
+"(paper 0.30 ± 0.02)" and in table.csv's paper column, as written (the paper's units); ``--spec SWEEP`` takes the
+labels and paper values from the current sweep file for runs planned before they were written there.
 ``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
 """
@@ -226,18 +229,27 @@ def _label(spec: dict, kind: str, name: str) -> str:
     return str(entry.get("label") or name)
 
 
-def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = False) -> str:
+def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[str]:
+    """The paper's value of this cell as the sweep file writes it (a configuration's `paper: {dataset/subset: ...}`),
+    or None."""
+    value = (((spec.get("configurations") or {}).get(config) or {}).get("paper") or {}).get(f"{dataset}/{subset}")
+    return None if value is None else str(value)
+
+
+def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = False,
+                paper: Optional[str] = None) -> str:
     if cell is None:
         return ""
     if not cell.n:
-        return f"- (0/{cell.planned})"
-    std = "-" if math.isnan(cell.std) else f"{cell.std * scale:.{digits}f}"
-    text = f"{cell.mean * scale:.{digits}f} ± {std}"
-    if bold:
-        text = f"**{text}**"
-    if cell.n < cell.planned:
-        text += f" ({cell.n}/{cell.planned})"
-    return text
+        text = f"- (0/{cell.planned})"
+    else:
+        std = "-" if math.isnan(cell.std) else f"{cell.std * scale:.{digits}f}"
+        text = f"{cell.mean * scale:.{digits}f} ± {std}"
+        if bold:
+            text = f"**{text}**"
+        if cell.n < cell.planned:
+            text += f" ({cell.n}/{cell.planned})"
+    return text + (f" (paper {paper})" if paper is not None else "")
 
 
 def best_configs(cells: Dict[Tuple[str, str, str], Cell]) -> Dict[Tuple[str, str], set]:
@@ -262,7 +274,8 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
     cfg_names = [_label(spec, "configurations", c) for c in configs]
 
     def text(col, config):
-        return format_cell(cells.get((*col, config)), scale, digits, config in top.get(col, ()))
+        return format_cell(cells.get((*col, config)), scale, digits, config in top.get(col, ()),
+                           paper_value(spec, *col, config))
 
     if not transpose:
         header = ["Configuration", *col_names]
@@ -275,15 +288,17 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path, cells, best: bool = False, metric: str = "accuracy") -> None:
+def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: Optional[dict] = None) -> None:
     top = best_configs(cells) if best else {}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values"])
+        w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values",
+                     "paper"])
         for (d, s, c), cell in cells.items():
             w.writerow([d, s, c, metric, cell.n, cell.planned, repr(cell.mean), repr(cell.std),
                         int(c in top.get((d, s), ())),
-                        ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items()))])
+                        ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items())),
+                        paper_value(spec or {}, d, s, c) or ""])
 
 
 def _machine_text(machine: Optional[dict]) -> str:
@@ -544,6 +559,17 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
     return written
 
 
+def labels_from(sweep_file: str, planned: dict) -> dict:
+    """--spec: the current sweep file's labels and paper values for runs planned (sweep.json) before they were
+    written; only the display changes, the runs and their settings are sweep.json's. The names must agree."""
+    from fairseq_compgen.pipelines.sweep_schema import load_spec
+
+    spec = load_spec(sweep_file)
+    if spec["name"] != planned.get("name"):
+        raise UsageError(f"--spec {sweep_file}: its sweep is {spec['name']!r}, the runs' is {planned.get('name')!r}")
+    return spec
+
+
 def default_metric(spec: dict) -> str:
     """The key of the eval JSONs that the sweep's datasets are scored by (`metric:` of each dataset; exact_match
     writes `accuracy`); UsageError when they differ, as one table holds one metric."""
@@ -561,6 +587,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="the sweep's output folder (holding sweep.json); several folders of the same sweep are "
                         "pooled, a seed from wherever it finished (the tables and plots go to the first)")
     p.add_argument("--best", action="store_true", help="bold the best (highest) mean of each column")
+    p.add_argument("--spec", metavar="SWEEP",
+                   help="take the labels and the papers' values (`paper:`) from this sweep file or packaged sweep, "
+                        "of the same name, instead of the sweep.json written when the runs were planned")
     p.add_argument("--metric",
                    help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy, bleu, comp, ... "
                         "(default: what the sweep's datasets evaluate with, `metric:`; accuracy for exact_match)")
@@ -587,12 +616,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = outs[0]
     a.metric = a.metric or default_metric(read_plan(out)["spec"])
     spec, runs, cells = collect(outs, a.metric)
+    if a.spec:
+        spec = labels_from(a.spec, spec)
     if not any(c.n for c in cells.values()):
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no done.json with results): "
                          f"nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
-    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric)
+    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec)
     print(md, end="")
     rows = run_rows(runs, a.metric)
     (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))

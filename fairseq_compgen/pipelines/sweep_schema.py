@@ -45,6 +45,7 @@ class ConfigurationSpec:
     flags: Any = None
     datasets: Optional[List[str]] = None
     recipes: Dict[str, str] = field(default_factory=dict)  # a dataset's recipe -> this configuration's
+    paper: Dict[str, Any] = field(default_factory=dict)  # "dataset/subset" -> the paper's value, shown as written
 
 
 @dataclass
@@ -158,5 +159,13 @@ def load_spec(path) -> dict:
         for d in c["datasets"] or []:
             if d not in spec["datasets"]:
                 fail(f"configurations.{cname}.datasets", f"no dataset {d!r} in this file")
+        for key, value in c["paper"].items():
+            dataset, _, subset = str(key).partition("/")
+            if dataset not in spec["datasets"] or not subset:
+                fail(f"configurations.{cname}.paper", f"{key!r}: expected DATASET/SUBSET with a dataset of this file "
+                                                      f"({', '.join(spec['datasets'])}), e.g. {next(iter(spec['datasets']))}/gen")
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                fail(f"configurations.{cname}.paper", f"{key!r}: expected the paper's value as a number or a string, "
+                                                      f"e.g. \"0.30 ± 0.02\"")
     spec["name"] = spec["name"] or path.stem
     return spec
