@@ -21,8 +21,8 @@ shows "(k/n)". ``--best`` sets the highest mean of each column in bold.
 Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
 Csordás et al.'s Table 3), OUT/table.csv (one line per cell with its metric, full precision, every seed's value),
 OUT/runs.md and OUT/runs.csv (one line per finished run: its values, updates, training wall time, evaluation
-time, commit and machine, from its done.json, train.log and machine.txt), and OUT/plots/<dataset>.png: the metric on each validated subset vs updates, from the validation records of the
-runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
+time, commit and machine, from its done.json, train.log and machine.txt), and OUT/plots/<dataset>.png: the
+metric on each validated subset vs updates, from the validation records of the runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
 cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
@@ -101,8 +101,8 @@ def _finished(run: dict) -> bool:
 
 
 # fairseq-train options that differ between runs of one cell by design: where it ran and what it logged
-RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorboard-logdir", "--wandb-project", "--cpu",
-                "--num-workers"}
+RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorboard-logdir", "--wandb-project",
+                "--cpu", "--num-workers"}
 
 
 def train_options(command: Path) -> Dict[str, object]:
@@ -304,7 +304,8 @@ def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: O
 def _machine_text(machine: Optional[dict]) -> str:
     if not machine:
         return "not recorded"
-    text = f"{machine.get('host')}: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('threads')} threads"
+    text = (f"{machine.get('host')}: {machine.get('cpu')}, {machine.get('cores')} cores, "
+            f"{machine.get('threads')} threads")
     return text + (f", {machine['gpu']}" if machine.get("gpu") else ", no GPU")
 
 

@@ -35,8 +35,8 @@ A sweep file (YAML)::
                                          # ours by `fairseq-compgen aggregate` (labels and paper values train nothing)
 
 Each run lives in OUT/<dataset>/<configuration>/seed<k>/: fairseq's checkpoints, train.log (appended to on
-every restart), command.txt / launch.txt / commit.txt / machine.txt (written by `fairseq-compgen train`), eval/<subset>.json (written
-by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
+every restart), command.txt / launch.txt / commit.txt / machine.txt (written by `fairseq-compgen train`),
+eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
 succeeded, done.json. A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).

@@ -163,7 +163,8 @@ def load_spec(path) -> dict:
             dataset, _, subset = str(key).partition("/")
             if dataset not in spec["datasets"] or not subset:
                 fail(f"configurations.{cname}.paper", f"{key!r}: expected DATASET/SUBSET with a dataset of this file "
-                                                      f"({', '.join(spec['datasets'])}), e.g. {next(iter(spec['datasets']))}/gen")
+                                                      f"({', '.join(spec['datasets'])}), e.g. "
+                                                      f"{next(iter(spec['datasets']))}/gen")
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 fail(f"configurations.{cname}.paper", f"{key!r}: expected the paper's value as a number or a string, "
                                                       f"e.g. \"0.30 ± 0.02\"")
