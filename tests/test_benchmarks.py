@@ -46,3 +46,29 @@ def test_time_to_accuracy_records_a_learning_curve(tmp_path):
             acc = pt[subset]
             assert 0.0 <= acc["accuracy"] <= 1.0 and acc["accuracy"] == acc["greedy_accuracy"]
     assert "--eval-greedy" in run["command"] and "not reached" in p.stdout
+
+
+def test_sweep_cost_scales_the_measured_step_to_each_recipes_budget(tmp_path, scan_bin):
+    """benchmarks/sweep_cost.py: the sweep's own training command for a few updates, then the budget: --max-update
+    (csordas/scan: 50,000) or --max-epoch x updates per epoch (chaabouni/scan: 250 epochs; 200 examples in
+    batches of 16 make 13 updates an epoch), times the planned seeds."""
+    import sweep_cost
+    import yaml
+
+    tiny = " ".join(TINY[:-3]) + " --num-workers 0"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({
+        "name": "cost", "seeds": [1, 2, 3],
+        "datasets": {"scan": {"data": str(scan_bin), "subsets": ["gen"], "recipe": "csordas/scan"}},
+        "configurations": {
+            "csordas": {"arch": "compgen_transformer_scan", "flags": f"{tiny} --batch-size 16"},
+            "chaabouni": {"arch": "chaabouni_transformer_scan", "flags": f"{tiny} --batch-size 16 --max-update 0",
+                          "recipes": {"csordas/scan": "chaabouni/scan"}}}}))
+    out = tmp_path / "cost.json"
+    assert sweep_cost.main([str(tmp_path / "s.yaml"), "--cpu", "--threads", "1", "--updates", "4", "--log-every", "2",
+                            "--json", str(out)]) == 0
+    rows = {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["csordas"]["budget_updates"] == 50_000 and rows["csordas"]["seeds"] == 3
+    assert rows["chaabouni"]["updates_per_epoch"] == 13 and rows["chaabouni"]["budget_updates"] == 250 * 13
+    for r in rows.values():
+        assert r["measured_updates"] == 4 and r["s_per_update"] >= 0
+        assert r["hours"] == r["s_per_update"] * r["budget_updates"] * 3 / 3600
