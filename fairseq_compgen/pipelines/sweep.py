@@ -36,8 +36,9 @@ A sweep file (YAML)::
 
 Each run lives in OUT/<dataset>/<configuration>/seed<k>/: fairseq's checkpoints, train.log (appended to on
 every restart), command.txt / launch.txt / commit.txt / machine.txt (written by `fairseq-compgen train`),
-eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once training and evaluation have both
-succeeded, done.json. A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
+eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once
+training and evaluation have both succeeded, done.json (results, fairseq's training clock, the evaluation's seconds,
+the machine). A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
 
