@@ -2,7 +2,7 @@
 
 Use as a fairseq plugin: `fairseq-train --user-dir fairseq_compgen --task compgen --arch rel_uni_transformer ...`.
 fairseq imports this package for `--user-dir`; it is imported after fairseq, so the package registers its models,
-architectures, tasks and criterions with fairseq at once. Imported on its own (the `compgen` command,
+architectures, tasks and criterions with fairseq at once. Imported on its own (the `fairseq-compgen` command,
 fairseq_compgen/cli.py), it does not import fairseq or torch, so `fairseq-compgen --help` answers at once;
 Python code that wants the registered models calls :func:`register` (idempotent) first.
 """

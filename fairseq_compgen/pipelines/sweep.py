@@ -86,7 +86,7 @@ from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
 from fairseq_compgen.pipelines.train_log import last_num_updates, train_wall
 
-COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `compgen` command of this Python
+COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
 DONE = "done.json"
 SETTINGS = "settings.json"
 LOCK = ".lock"
