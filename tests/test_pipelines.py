@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairseq_compgen.pipelines import aggregate, sweep
+from fairseq_compgen.pipelines import aggregate, sweep, train_log
 from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,10 +71,10 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert (r.path / "launch.txt").read_text().startswith("fairseq-compgen train --cpu ")
         ev = json.loads((r.path / "eval" / "gen.json").read_text())
         assert ev["n"] == 24 and done["accuracy"]["gen"] == ev["accuracy"]
-        # cost and place: fairseq's clock from train.log, the eval call's time, and where it trained
-        assert done["train_wall_s"] is not None and done["train_wall_s"] >= 0 and done["eval_s"] > 0
-        assert done["machine"] == json.loads((r.path / "machine.txt").read_text())
-        assert done["machine"]["threads"] == 1 and done["machine"]["gpu"] is None and done["machine"]["cores"] >= 1
+        # cost and place: the eval call's time, fairseq's clock in train.log, and where it trained
+        machine = json.loads((r.path / "machine.txt").read_text())
+        assert done["eval_s"] > 0 and train_log.train_wall(r.path / "train.log") >= 0
+        assert machine["threads"] == 1 and machine["gpu"] is None and machine["cores"] >= 1
     # the victim resumed from its checkpoint: its second training logged updates 4..6 only
     text = (victim.path / "train.log").read_text()
     second = text[text.rindex("sweep: "):]
@@ -109,7 +109,10 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         done = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "done.json").read_text())
         assert float(row["gen"]) == done["accuracy"]["gen"] and row["updates"] == "6"
         assert row["commit"] == (done["commit"] or "")[:7] + (" dirty" if done["dirty"] else "")
-        assert row["machine"].startswith(done["machine"]["host"] + ": ") and row["machine"].endswith(", no GPU")
+        machine = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "machine.txt").read_text())
+        assert row["machine"].startswith(machine["host"] + ": ") and row["machine"].endswith(", 1 threads, no GPU")
+        log = out / "scan" / row["configuration"] / f"seed{row['seed']}" / "train.log"
+        assert float(row["train_wall_s"]) == train_log.train_wall(log) and float(row["eval_s"]) == done["eval_s"]
     assert (out / "runs.md").read_text().count("\n") == 2 + 4
     assert (out / "plots" / "scan.png").stat().st_size > 1000
     curves = aggregate.learning_curves(victim.path / "train.log")

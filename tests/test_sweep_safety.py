@@ -194,6 +194,8 @@ def test_aggregate_shows_missing_datasets_and_leaves_out_changed_runs(tmp_path, 
     assert cells["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
     md = aggregate.markdown_table(spec, cells)
     assert "b: (no finished run)" in md and "- (0/2)" in md  # dataset b is shown, as missing
+    # the per-run table lists the runs the cells hold: not the one left out
+    assert [(row["seed"], row["values"]) for row in aggregate.run_rows(runs, cells)] == [(1, {"gen": pytest.approx(0.6)})]
 
 
 def test_aggregate_of_nothing_is_an_error(tmp_path, data):

@@ -20,10 +20,10 @@ shows "(k/n)". ``--best`` sets the highest mean of each column in bold.
 
 Writes OUT/table.md (rows: configurations, columns: dataset/subset; ``--transpose`` for the other way, as in
 Csordás et al.'s Table 3), OUT/table.csv (one line per cell with its metric, full precision, every seed's value),
-OUT/runs.md and OUT/runs.csv (one line per finished run: its values, updates, training wall time, evaluation
+OUT/runs.md and OUT/runs.csv (one line per tabulated run: its values, updates, training wall time, evaluation
 time, commit and machine, from its done.json, train.log and machine.txt), and OUT/plots/<dataset>.png: the
-metric on each validated subset vs updates, from the validation records of the runs' train.log (fairseq's ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the
-cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
+metric on each validated subset vs updates, from the validation records of the runs' train.log (fairseq's
+``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
@@ -57,6 +57,7 @@ from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep import DONE, planned_settings, read_plan
+from fairseq_compgen.pipelines.sweep_schema import load_spec
 
 # what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
 LOGGED_AS = {"accuracy": ("accuracy", "exact_match")}
@@ -309,29 +310,25 @@ def _machine_text(machine: Optional[dict]) -> str:
     return text + (f", {machine['gpu']}" if machine.get("gpu") else ", no GPU")
 
 
-def run_rows(runs: List[dict], metric: str) -> List[dict]:
-    """One row per finished run: dataset, config, seed, `metric` of each evaluated subset, updates, training
-    wall seconds (done.json's, else fairseq's clock in train.log), evaluation seconds, commit, machine (done.json's,
-    else machine.txt; runs made before either was recorded say "not recorded")."""
+def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[dict]:
+    """One row per run that contributed to `cells` (collect's; so a run left out there is left out here): dataset,
+    config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log),
+    evaluation seconds (done.json), commit, machine (machine.txt; "not recorded" for runs made before it was)."""
     rows = []
     for r in runs:
-        d = Path(r["dir"])
-        if not _finished(r):
+        values = {s: c.values[r["seed"]] for (d, s, cfg), c in cells.items()
+                  if d == r["dataset"] and cfg == r["config"] and r["seed"] in c.values}
+        if not values:
             continue
-        done = json.loads((d / DONE).read_text())
-        machine = done.get("machine")
-        if machine is None and (d / "machine.txt").is_file():
-            machine = json.loads((d / "machine.txt").read_text())
-        wall = done.get("train_wall_s")
+        folder = Path(r["dir"])
+        done = json.loads((folder / DONE).read_text())
+        machine = folder / "machine.txt"
         rows.append({
-            "dataset": r["dataset"], "config": r["config"], "seed": r["seed"],
-            "values": {p.stem: read_metric(p, metric) for p in sorted((d / "eval").glob("*.json"))
-                       if not r.get("subsets") or p.stem in r["subsets"]},
-            "updates": done.get("num_updates", train_log.last_num_updates(d / "train.log")),
-            "train_wall_s": wall if wall is not None else train_log.train_wall(d / "train.log"),
+            "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
+            "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
             "eval_s": done.get("eval_s"),
             "commit": ((done.get("commit") or "")[:7] + (" dirty" if done.get("dirty") else "")) or "unknown",
-            "machine": _machine_text(machine),
+            "machine": _machine_text(json.loads(machine.read_text()) if machine.is_file() else None),
         })
     return rows
 
@@ -563,8 +560,6 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
 def labels_from(sweep_file: str, planned: dict) -> dict:
     """--spec: the current sweep file's labels and paper values for runs planned (sweep.json) before they were
     written; only the display changes, the runs and their settings are sweep.json's. The names must agree."""
-    from fairseq_compgen.pipelines.sweep_schema import load_spec
-
     spec = load_spec(sweep_file)
     if spec["name"] != planned.get("name"):
         raise UsageError(f"--spec {sweep_file}: its sweep is {spec['name']!r}, the runs' is {planned.get('name')!r}")
@@ -620,13 +615,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.spec:
         spec = labels_from(a.spec, spec)
     if not any(c.n for c in cells.values()):
-        raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no done.json with results): "
-                         f"nothing to tabulate")
+        raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
+                         f"done.json with results): nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
     write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec)
     print(md, end="")
-    rows = run_rows(runs, a.metric)
+    rows = run_rows(runs, cells)
     (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
     if a.categories:

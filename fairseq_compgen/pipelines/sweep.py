@@ -37,8 +37,7 @@ A sweep file (YAML)::
 Each run lives in OUT/<dataset>/<configuration>/seed<k>/: fairseq's checkpoints, train.log (appended to on
 every restart), command.txt / launch.txt / commit.txt / machine.txt (written by `fairseq-compgen train`),
 eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once
-training and evaluation have both succeeded, done.json (results, fairseq's training clock, the evaluation's seconds,
-the machine). A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
+training and evaluation have both succeeded, done.json (results, commit, the evaluation's seconds). A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
 
@@ -84,7 +83,7 @@ from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
-from fairseq_compgen.pipelines.train_log import last_num_updates, train_wall
+from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
 DONE = "done.json"
@@ -399,13 +398,11 @@ class Runner:
             self.echo(f"FAILED {run.name}: evaluation exited with {rc}; see {run.path / 'eval.log'}")
             return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
         commit = (run.path / "commit.txt").read_text().split() if (run.path / "commit.txt").exists() else []
-        machine = run.path / "machine.txt"  # written by fairseq-compgen train
         done = {
             "run": run.name, "dataset": run.dataset, "config": run.config, "seed": run.seed, "arch": run.arch,
             "num_updates": last_num_updates(run.path / "train.log"), "commit": commit[0] if commit else None,
             "dirty": "dirty" in commit, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-            "train_wall_s": train_wall(run.path / "train.log"), "eval_s": eval_s,
-            "machine": json.loads(machine.read_text()) if machine.is_file() else None,
+            "eval_s": eval_s,  # the training clock is in train.log, the machine in machine.txt
             "accuracy": {k: v.get("accuracy") for k, v in evals.items() if "accuracy" in v},
             "metrics": {k: {m: x for m, x in v.items() if isinstance(x, (int, float))} for k, v in evals.items()},
             "settings": run.settings(),
