@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The reproduction campaign (issue 22): runs campaign/queue.txt's steps in order, resuming, from a clean committed
+# checkout outside the working tree, and commits each finished run's raw files into this repository.
+#
+#   nohup bash scripts/campaign.sh > /work/campaign/campaign.log 2>&1 &     (THREADS=1 default; JOBS=1)
+#
+# STATE (default /work/campaign) holds the checkout (tree/, a git worktree at this repository's HEAD, which must be
+# clean), the data it prepares itself (data/) and the run folders (runs/). A run already done is skipped, a run
+# with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
+# launch.txt, commit.txt, machine.txt, settings.json, train.log) are copied to results/campaign/<sweep>/<run>/ and
+# committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+STATE=${STATE:-/work/campaign}
+THREADS=${THREADS:-1}
+JOBS=${JOBS:-1}
+cd "$REPO"
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "campaign: $REPO has uncommitted changes to tracked files; the campaign trains from a clean commit only" >&2
+  exit 1
+fi
+HEAD=$(git rev-parse HEAD)
+mkdir -p "$STATE"
+TREE="$STATE/tree-${HEAD:0:12}"
+[ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
+PY="$REPO/.venv/bin/python"
+export PYTHONPATH="$TREE" OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+cd "$STATE"
+"$PY" -c "import fairseq_compgen, sys; p = fairseq_compgen.__file__; sys.exit(0 if p.startswith('$TREE/') else
+  f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
+compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
+[ -f data/scan/length_cutoff_26/bin/dict.src.txt ] || compgen prep scan --split length_cutoff_26 --out data/scan
+
+collect() {  # copy and commit every finished run of a sweep not yet in results/campaign
+  local sweep=$1 name=$2 d rel dest
+  for d in runs/"$name"/*/*/seed*/; do
+    [ -f "$d/done.json" ] || continue
+    rel=${d#runs/}; rel=${rel%/}; dest="$REPO/results/campaign/$rel"
+    [ -f "$dest/done.json" ] && continue
+    mkdir -p "$dest.tmp/eval"
+    cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
+    cp "$d"/eval/*.json "$dest.tmp/eval/"
+    sha256sum data/scan/length_cutoff_26/bin/* | sed "s#  data/#  #" > "$dest.tmp/data.sha256"
+    rm -rf "$dest"; mv "$dest.tmp" "$dest"
+    msg="Campaign: $rel finished ($(grep -o '"accuracy": {[^}]*}' "$dest/done.json" | tr -d '\n' | tr -s ' '), commit ${HEAD:0:12})"
+    for i in 1 2 3 4 5; do
+      git -C "$REPO" add -- "results/campaign/$rel" && git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" && break
+      sleep 5
+    done
+    echo "campaign: committed $rel"
+  done
+}
+
+grep -v '^#' "$TREE/campaign/queue.txt" | while read -r sweep glob; do
+  [ -n "$sweep" ] || continue
+  name=$(basename "$sweep" .yaml)
+  echo "campaign: $(date -Is) step $sweep $glob"
+  # one run at a time, so that each run's files are committed as soon as it finishes
+  compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
+  while read -r run; do
+    compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" || true
+    collect "$sweep" "$name"
+  done
+done
+echo "campaign: $(date -Is) queue finished"
