@@ -33,12 +33,12 @@ import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.data import Dictionary, FairseqDataset
-from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
+from fairseq_compgen.tasks.autocast import AutocastConfig, autocast_criterion
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.divergence import check_loss
 
@@ -122,7 +122,7 @@ class TaggingDataset(FairseqDataset):
 
 
 @dataclass
-class CogsTaggingConfig(FairseqDataclass):
+class CogsTaggingConfig(AutocastConfig):
     data: str = field(default="", metadata={"help": "folder written by fairseq-compgen prep cogs_tagging"})
     random_batches: bool = field(default=False, metadata={
         "help": "train on batches of random sentences, drawn afresh every epoch (the authors' tf.data pipeline: a "
@@ -188,6 +188,7 @@ class CogsTaggingTask(FairseqTask):
         return super().build_model(cfg, from_checkpoint)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)  # --autocast-bf16 (tasks/autocast.py)
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         check_loss(out[0], model, optimizer, update_num, ignore_grad)  # a NaN loss: one line (tasks/divergence.py)
         return out

@@ -29,6 +29,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.tasks.autocast import AutocastConfig, autocast_criterion
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.divergence import check_loss
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CompgenConfig(TranslationConfig):
+class CompgenConfig(TranslationConfig, AutocastConfig):
     # Both metrics are on by default; the flags switch them off (fairseq turns a True-default bool into a
     # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
     no_eval_accuracy: bool = field(
@@ -169,6 +170,7 @@ class CompgenTask(TranslationTask):
         return super().build_model(cfg, from_checkpoint)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)  # --autocast-bf16 (tasks/autocast.py)
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         check_loss(out[0], model, optimizer, update_num, ignore_grad)  # a NaN loss: one line (tasks/divergence.py)
         return out
