@@ -4,6 +4,8 @@ of the same size (d_model, d_FF, heads, layers), measured in the same run.
     python benchmarks/train_step.py                      # the base presets (SCAN size), CPU or GPU
     python benchmarks/train_step.py --archs rel_uni_transformer_cogs compgen_transformer_cogs --batch 128
     python benchmarks/train_step.py --all --json results/bench.json
+    python benchmarks/train_step.py --autocast --archs rel_uni_transformer_scan --batch 256 --rounds 3
+                                    # each arch against itself under bf16 autocast (--autocast-bf16) instead of stock
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
@@ -20,7 +22,7 @@ import sys
 import time
 
 
-def measure(arch: str, stock: bool, a) -> dict:
+def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -53,8 +55,9 @@ def measure(arch: str, stock: bool, a) -> dict:
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits, _ = model(src, lengths, prev)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt.reshape(-1))
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):  # as --autocast-bf16 does
+            logits, _ = model(src, lengths, prev)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt.reshape(-1))
         loss.backward()
         opt.step()
 
@@ -73,7 +76,7 @@ def measure(arch: str, stock: bool, a) -> dict:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     peak = torch.cuda.max_memory_allocated() if cuda else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-    return {"arch": "transformer" if stock else arch, "params": sum(p.numel() for p in model.parameters()),
+    return {"arch": "transformer" if stock else arch, "autocast_bf16": autocast, "params": sum(p.numel() for p in model.parameters()),
             "step_ms": 1000 * statistics.median(times), "peak_mb": peak / 2**20}
 
 
@@ -90,12 +93,15 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1,
                    help="measure (arch, stock) this many times, alternating, and report the median time ratio "
                         "(step times on a shared machine drift between processes; pairs measured back to back do not)")
+    p.add_argument("--autocast", action="store_true",
+                   help="compare each arch with itself under bf16 autocast (--autocast-bf16), not with stock "
+                        "transformer: 'x ref' is then autocast time / fp32 time")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._one:
-        print(json.dumps(measure(a._one[0], a._one[1] == "1", a)))
+        print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast")))
         return
     import fairseq_compgen
     fairseq_compgen.register()
@@ -106,26 +112,31 @@ def main(argv=None):
     passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
                    ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
 
-    def run(arch, stock):
-        out = subprocess.run([sys.executable, __file__, "--_one", arch, "1" if stock else "0", *passthrough],
+    def run(arch, kind):  # kind: "0" the arch, "1" stock transformer of its size, "autocast" the arch under autocast
+        out = subprocess.run([sys.executable, __file__, "--_one", arch, kind, *passthrough],
                              check=True, capture_output=True, text=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    rows, stock_cache = [], {}
+    # each row: the measured (arch, or arch under autocast) against its reference (stock, or the arch in fp32)
+    measured, reference = ("autocast", "0") if a.autocast else ("0", "1")
+    rows, ref_cache = [], {}
     threads = os.environ.get("OMP_NUM_THREADS", os.cpu_count())
-    print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads}")
-    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x stock':>8s} {'peak MB':>9s} {'x stock':>8s}")
+    ref_name = "fp32" if a.autocast else "stock"
+    print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads} "
+          f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: stock transformer'}")
+    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}")
     for arch in archs:
-        e = _size_key(arch)
+        e = arch if a.autocast else _size_key(arch)
         pairs = []
         for _ in range(a.rounds):  # back to back, so both see the same machine load
-            r = run(arch, False)
-            s = run(arch, True) if a.rounds > 1 or e not in stock_cache else stock_cache[e]
-            stock_cache.setdefault(e, s)  # one stock measurement per distinct size when --rounds 1
+            r = run(arch, measured)
+            s = run(arch, reference) if a.rounds > 1 or e not in ref_cache else ref_cache[e]
+            ref_cache.setdefault(e, s)  # one stock measurement per distinct size when --rounds 1
             pairs.append((r, s))
         r, s = pairs[0]
         r["step_ms"] = statistics.median(x["step_ms"] for x, _ in pairs)
-        r["stock_step_ms"], r["stock_peak_mb"] = statistics.median(y["step_ms"] for _, y in pairs), s["peak_mb"]
+        r["ref_step_ms"], r["ref_peak_mb"] = statistics.median(y["step_ms"] for _, y in pairs), s["peak_mb"]
+        r["reference"] = ref_name
         r["time_ratio"] = statistics.median(x["step_ms"] / y["step_ms"] for x, y in pairs)
         r["time_ratios"] = [round(x["step_ms"] / y["step_ms"], 3) for x, y in pairs]
         r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
