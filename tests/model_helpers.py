@@ -14,3 +14,29 @@ def data_prep_script(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+TINY_SIZE = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+             "--decoder-ffn-embed-dim", "64"]
+
+
+def build_task(data, arch, extra=(), task="compgen"):
+    """(task, model, criterion) as fairseq-train builds them from a command line: `data`, --arch, tiny sizes, extra."""
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", task, "--arch", arch, "--cpu", "--optimizer", "adam", *TINY_SIZE, *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    t = tasks.setup_task(cfg.task)
+    torch.manual_seed(0)
+    return t, t.build_model(cfg.model), t.build_criterion(cfg.criterion)
+
+
+def first_batch(task, split, max_sentences=16):
+    """The first batch of `split` (loaded if needed), in fairseq's order."""
+    if split not in task.datasets:
+        task.load_dataset(split)
+    itr = task.get_batch_iterator(task.dataset(split), max_sentences=max_sentences, seed=1)
+    return next(itr.next_epoch_itr(shuffle=False))

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from model_helpers import build, compgen_archs
+from model_helpers import build, build_task, compgen_archs, first_batch
 from test_models import _inputs
 
 SUFFIXES = ("_scan", "_cfq", "_pcfg", "_cogs", "_math", "_iwslt_de_en", "_flores", "_noun_adj")
@@ -89,23 +89,8 @@ def test_training_step_under_autocast(arch):
 
 def _task_step(scan_bin, extra):
     """One CompgenTask.train_step of a tiny rel-uni model on scan_bin; the dtypes its Linear layers computed in."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    import fairseq_compgen
-
-    fairseq_compgen.register()
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        str(scan_bin), "--task", "compgen", "--arch", "rel_uni_transformer_scan", "--cpu", "--optimizer", "adam",
-        "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-        "--decoder-ffn-embed-dim", "64", *extra])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(0)
-    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
-    task.load_dataset("train")
-    sample = next(task.get_batch_iterator(task.dataset("train"), max_sentences=16, seed=1).next_epoch_itr(shuffle=False))
+    task, model, criterion = build_task(scan_bin, "rel_uni_transformer_scan", extra)
+    sample = first_batch(task, "train")
     dtypes = set()
     hooks = [m.register_forward_hook(lambda m, i, o: dtypes.add(o.dtype))
              for m in model.modules() if isinstance(m, torch.nn.Linear)]

@@ -90,6 +90,24 @@ class CompgenConfig(TranslationConfig, AutocastConfig):
     )
 
 
+class _ForwardRecorder:
+    """The model, for the criterion in validation: keeps what the forward pass on exactly the batch's `net_input`
+    returned, so that the accuracies need no second pass. Every other attribute is the model's."""
+
+    def __init__(self, model, net_input):
+        self._model, self._net_input, self.output = model, net_input, None
+
+    def __call__(self, *args, **kwargs):
+        out = self._model(*args, **kwargs)
+        if not args and kwargs.keys() == self._net_input.keys() and all(
+                kwargs[k] is v for k, v in self._net_input.items()):
+            self.output = out
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
 def _sum(logging_outputs, key):
     total = sum(log.get(key, 0) for log in logging_outputs)
     return total.item() if torch.is_tensor(total) else total
@@ -189,11 +207,14 @@ class CompgenTask(TranslationTask):
             generator.max_len_a, generator.max_len_b = saved
 
     def valid_step(self, sample, model, criterion):
-        loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        # one teacher-forced pass serves the loss, `accuracy` and `tf_accuracy`: the criterion's own forward pass
+        # on the batch is kept (it runs in eval mode under no_grad, as a second pass would)
+        recorder = _ForwardRecorder(model, sample["net_input"])
+        loss, sample_size, logging_output = super().valid_step(sample, recorder, criterion)
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
-        net_output = None  # one teacher-forced pass serves `accuracy` and `tf_accuracy`
-        if not (self.cfg.no_eval_accuracy and self.cfg.no_eval_tf_accuracy):
-            with torch.no_grad():
+        net_output = recorder.output
+        if net_output is None and not (self.cfg.no_eval_accuracy and self.cfg.no_eval_tf_accuracy):
+            with torch.no_grad():  # a criterion that did not call the model on the batch as it is
                 net_output = model(**sample["net_input"])
         if not self.cfg.no_eval_accuracy:
             correct = greedy_match_teacher_forced(model, sample, pad, net_output)

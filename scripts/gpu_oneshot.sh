@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU one-shot (issue 22): on a lent GPU machine (../shared/notes/gpu.md), one slice of at most 10 minutes that
+# installs, prepares data, and trains a paper table's cells at the paper's budget as concurrent processes on the one
+# GPU, then brings back the raw files. Call it again in the next slice: finished runs are skipped, the others resume
+# from their checkpoints (kept in runs/ while the machine stays warm, and carried back in $OUT/carry otherwise).
+#
+#   bash scripts/gpu_oneshot.sh [SWEEP] [ONLY]        default: csordas_table3 'scan/*' (Csordás Table 3, SCAN column)
+#
+# With the device tool: run(command="bash scripts/gpu_oneshot.sh csordas_table3 'scan/*'", timeout_s=600), after
+# `bash ../shared/tools/device-wheels.sh` here has put fairseq's wheels into .whl/ (the GPU machine has no network).
+# Environment: JOBS (concurrent training processes, default 20), SLICE_S (seconds of training in this call, default
+# 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the device tool sets it),
+# PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
+# default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
+# back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget).
+#
+# What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
+# commit, machine, settings), train.log, done.json and eval/*.json when finished; steps_per_s.json (each running
+# process's last logged updates/s, and their sum); nvidia-smi.txt; oneshot.log; and carry/ with each unfinished
+# run's folder (records and checkpoint_last.pt). To resume on a fresh machine, copy $OUT/carry here as gpu_carry/
+# and pass carry=["gpu_carry"] to the device tool (64 MiB in all): the next call restores those runs first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SWEEP=${1:-csordas_table3}
+ONLY=${2:-scan/*}
+JOBS=${JOBS:-20}
+SLICE_S=${SLICE_S:-480}
+OUT=${OUT:-runs/gpu_oneshot_out}
+PREP=${PREP-scan --split length_cutoff_26 --split addprim_jump --split around_right --split length --out data/scan}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/oneshot.log") 2>&1
+echo "oneshot: $(date -Is) sweep=$SWEEP only=$ONLY jobs=$JOBS slice=${SLICE_S}s commit=$(git rev-parse HEAD 2>/dev/null || echo none)"
+
+# 1. install: fairseq as it is here (the repository's .venv, or an environment that already has it), else the
+#    wheels brought in .whl/ (the GPU machine: torch is there, fairseq is not)
+if [ -x .venv/bin/python ]; then
+  PY=.venv/bin/python
+elif python3 -c "import fairseq" 2>/dev/null; then
+  PY=python3
+elif ls .whl/*.whl >/dev/null 2>&1; then
+  [ -d .site/fairseq ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target .site .whl/*.whl ||
+    { echo "oneshot: installing .whl/*.whl failed"; exit 1; }
+  PY=python3
+  export PYTHONPATH="$PWD/.site${PYTHONPATH:+:$PYTHONPATH}"
+else
+  echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see ../shared/notes/gpu.md)"; exit 1
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
+[ "${CPU:-0}" = 1 ] || nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+
+# 2. data: our own generators, no download
+IFS=';' read -ra preps <<< "$PREP"
+for p in "${preps[@]}"; do
+  [ -n "${p// }" ] || continue
+  read -ra args <<< "$p"
+  out=""; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --out ] && out=${args[i+1]}; done
+  if [ -n "$out" ] && [ -d "$out" ]; then echo "oneshot: $out exists, prep skipped"; continue; fi
+  compgen prep "${args[@]}" || { echo "oneshot: prep $p failed"; exit 1; }
+done
+
+runs=${RUNS:-runs/oneshot}/$(basename "$SWEEP" .yaml)
+CARRY=${CARRY:-gpu_carry}
+# carried back from an earlier slice on another machine (the device tool's carry=["gpu_carry"]): unfinished runs'
+# folders with their checkpoints, restored where this machine has none
+if [ -d "$CARRY" ]; then
+  (cd "$CARRY" && find . -name checkpoint_last.pt) | while read -r ck; do
+    d=$(dirname "$ck"); d=${d#./}
+    [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" && cp -n "$CARRY/$d"/* "$runs/$d"/ && echo "oneshot: restored $d"; }
+  done
+fi
+
+# 3. train: every matching run as its own process on the one GPU (or CPU), for at most SLICE_S seconds; the sweep
+#    resumes each run from its checkpoint next time (a run stopped mid-way is not a failure)
+device=(--devices 0); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+timeout --signal=TERM --kill-after=30 "$SLICE_S" \
+  "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"
+status=$?
+echo "oneshot: $(date -Is) sweep stopped with status $status (124: the slice ended; the next call resumes)"
+
+# 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
+"$PY" - "$runs" "$OUT" <<'EOF'
+import json, re, shutil, sys
+from pathlib import Path
+
+runs, out = Path(sys.argv[1]), Path(sys.argv[2])
+keep = ("command.txt", "launch.txt", "commit.txt", "machine.txt", "settings.json", "train.log", "done.json")
+rates, n_done, n_all = {}, 0, 0
+for run in sorted(p.parent for p in runs.glob("**/settings.json")):
+    rel = run.relative_to(runs.parent)  # <sweep>/<dataset>/<config>/seedK
+    dest = out / rel
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in keep:
+        if (run / name).is_file():
+            shutil.copy2(run / name, dest / name)
+    for j in sorted(run.glob("eval/*.json")):
+        (dest / "eval").mkdir(exist_ok=True)
+        shutil.copy2(j, dest / "eval" / j.name)
+    n_all += 1
+    if (run / "done.json").is_file():
+        n_done += 1
+    elif (run / "checkpoint_last.pt").is_file():  # records and checkpoint, to resume on a fresh machine
+        carry = out / "carry" / run.relative_to(runs)
+        carry.mkdir(parents=True, exist_ok=True)
+        for f in [run / "checkpoint_last.pt"] + [run / name for name in keep if (run / name).is_file()]:
+            shutil.copy2(f, carry / f.name)
+    log = (run / "train.log").read_text(errors="replace") if (run / "train.log").is_file() else ""
+    ups = re.findall(r'"ups": "([0-9.]+)"', log)
+    updates = re.findall(r'"num_updates": "([0-9]+)"', log)
+    if ups:
+        rates[str(rel)] = {"ups": float(ups[-1]), "num_updates": int(updates[-1]) if updates else None}
+summary = {"runs": n_all, "done": n_done, "processes_logging": len(rates),
+           "sum_ups": round(sum(r["ups"] for r in rates.values()), 2), "per_run": rates}
+(out / "steps_per_s.json").write_text(json.dumps(summary, indent=1) + "\n")
+print(f"oneshot: {n_done}/{n_all} runs done; {len(rates)} logging, {summary['sum_ups']} updates/s in all")
+EOF

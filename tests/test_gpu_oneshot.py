@@ -1,0 +1,69 @@
+"""scripts/gpu_oneshot.sh (issue 22), run on CPU with a tiny budget as the test of the GPU command: a slice that ends
+mid-training brings back the run's records, its checkpoint to carry and its steps/s; a fresh machine given the carried
+folder resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back."""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --batch-size 32 --log-interval 5 --save-interval-updates 5")
+
+
+def _sweep(path: Path, data: Path, updates: int) -> Path:
+    path.write_text(f"""name: {path.stem}
+seeds: [1]
+datasets:
+  scan:
+    data: {data}
+    recipe: csordas/scan
+    subsets: [valid, gen]
+    flags: "--max-update {updates} --validate-interval-updates 1000000"
+configurations:
+  rel_uni:
+    arch: rel_uni_transformer_scan
+    flags: "{TINY}"
+""")
+    return path
+
+
+def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None):
+    env = dict(os.environ, CPU="1", JOBS="2", SLICE_S=str(slice_s), OUT=str(out), RUNS=str(runs), PREP="",
+               CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1")
+    p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", str(sweep), "scan/*"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=slice_s + 240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p.stdout
+
+
+def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
+    long = _sweep(tmp_path / "long.yaml", scan_bin, 1_000_000)
+    log = _oneshot(long, tmp_path / "out1", tmp_path / "machine1", slice_s=30)
+    assert "status 124" in log  # the slice ended the training
+    carried = tmp_path / "out1" / "carry" / "scan" / "rel_uni" / "seed1"
+    state = __import__("torch").load(carried / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    first = state["optimizer_history"][-1]["num_updates"]
+    assert first >= 5 and (carried / "command.txt").is_file()
+    rates = json.loads((tmp_path / "out1" / "steps_per_s.json").read_text())
+    assert rates["runs"] == 1 and rates["done"] == 0 and rates["sum_ups"] > 0
+    assert (tmp_path / "out1" / "long" / "scan" / "rel_uni" / "seed1" / "train.log").is_file()
+
+    # a fresh machine: only the carried folder; the run resumes from the carried checkpoint
+    log = _oneshot(long, tmp_path / "out2", tmp_path / "machine2", slice_s=30, carry=tmp_path / "out1" / "carry")
+    assert "restored scan/rel_uni/seed1" in log
+    train_log = (tmp_path / "machine2" / "long" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
+    resumed = re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", train_log)
+    assert resumed and int(resumed.group(1)) == first, train_log[-2000:]
+
+    # a run that finishes inside its slice: done, evaluated, results brought back
+    short = _sweep(tmp_path / "short.yaml", scan_bin, 10)
+    _oneshot(short, tmp_path / "out3", tmp_path / "machine1", slice_s=200)
+    run = tmp_path / "out3" / "short" / "scan" / "rel_uni" / "seed1"
+    done = json.loads((run / "done.json").read_text())
+    assert set(done["accuracy"]) == {"valid", "gen"}
+    assert {p.name for p in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+    assert json.loads((tmp_path / "out3" / "steps_per_s.json").read_text())["done"] == 1
+    assert not (tmp_path / "out3" / "carry").exists()
