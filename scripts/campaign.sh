@@ -4,6 +4,8 @@
 #
 #   nohup bash scripts/campaign.sh > /work/campaign/campaign.log 2>&1 &     (THREADS=1 default; JOBS=1)
 #
+# campaign/queue.txt: one step per line, "SWEEP_FILE RUN_GLOB" (a sweep file of this repository, the runs to run in
+# order), or "prep ARGS... --out DIR" (fairseq-compgen prep, skipped when DIR exists; relative to STATE).
 # STATE (default /work/campaign) holds the checkout (tree/, a git worktree at this repository's HEAD, which must be
 # clean), the data it prepares itself (data/) and the run folders (runs/). A run already done is skipped, a run
 # with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
@@ -30,6 +32,13 @@ cd "$STATE"
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
 compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
 [ -f data/scan/length_cutoff_26/bin/dict.src.txt ] || compgen prep scan --split length_cutoff_26 --out data/scan
+# a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
+prep_once() {
+  local out="" prev=""
+  for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
+  if [ -n "$out" ] && [ -e "$out" ]; then return 0; fi
+  compgen prep "$@"
+}
 
 collect() {  # copy and commit every finished run of a sweep not yet in results/campaign
   local sweep=$1 name=$2 d rel dest
@@ -40,7 +49,8 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
     mkdir -p "$dest.tmp/eval"
     cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
     cp "$d"/eval/*.json "$dest.tmp/eval/"
-    sha256sum data/scan/length_cutoff_26/bin/* | sed "s#  data/#  #" > "$dest.tmp/data.sha256"
+    data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
+    (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
     rm -rf "$dest"; mv "$dest.tmp" "$dest"
     msg="Campaign: $rel finished ($(grep -o '"accuracy": {[^}]*}' "$dest/done.json" | tr -d '\n' | tr -s ' '), commit ${HEAD:0:12})"
     for i in 1 2 3 4 5; do
@@ -53,6 +63,11 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
 
 grep -v '^#' "$TREE/campaign/queue.txt" | while read -r sweep glob; do
   [ -n "$sweep" ] || continue
+  if [ "$sweep" = prep ]; then
+    read -ra args <<< "$glob"
+    prep_once "${args[@]}" || { echo "campaign: prep $glob failed" >&2; exit 1; }
+    continue
+  fi
   name=$(basename "$sweep" .yaml)
   echo "campaign: $(date -Is) step $sweep $glob"
   # one run at a time, so that each run's files are committed as soon as it finishes
