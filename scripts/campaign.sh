@@ -25,13 +25,13 @@ HEAD=$(git rev-parse HEAD)
 mkdir -p "$STATE"
 TREE="$STATE/tree-${HEAD:0:12}"
 [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
-PY="$REPO/.venv/bin/python"
+PY=${PY:-$REPO/.venv/bin/python}
+QUEUE=${QUEUE:-campaign/queue.txt}  # relative to the checkout
 export PYTHONPATH="$TREE" OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 cd "$STATE"
 "$PY" -c "import fairseq_compgen, sys; p = fairseq_compgen.__file__; sys.exit(0 if p.startswith('$TREE/') else
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
 compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
-[ -f data/scan/length_cutoff_26/bin/dict.src.txt ] || compgen prep scan --split length_cutoff_26 --out data/scan
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
 prep_once() {
   local out="" prev=""
@@ -61,11 +61,11 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
   done
 }
 
-grep -v '^#' "$TREE/campaign/queue.txt" | while read -r sweep glob; do
+grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   [ -n "$sweep" ] || continue
   if [ "$sweep" = prep ]; then
     read -ra args <<< "$glob"
-    prep_once "${args[@]}" || { echo "campaign: prep $glob failed" >&2; exit 1; }
+    prep_once "${args[@]}" </dev/null || { echo "campaign: prep $glob failed" >&2; exit 1; }
     continue
   fi
   name=$(basename "$sweep" .yaml)
@@ -73,7 +73,7 @@ grep -v '^#' "$TREE/campaign/queue.txt" | while read -r sweep glob; do
   # one run at a time, so that each run's files are committed as soon as it finishes
   compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
   while read -r run; do
-    compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" || true
+    compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
   done
 done
