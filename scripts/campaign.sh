@@ -52,7 +52,9 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
     data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
     (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
     rm -rf "$dest"; mv "$dest.tmp" "$dest"
-    msg="Campaign: $rel finished ($(grep -o '"accuracy": {[^}]*}' "$dest/done.json" | tr -d '\n' | tr -s ' '), commit ${HEAD:0:12})"
+    acc=$("$PY" -c "import json, sys; a = json.load(open(sys.argv[1])).get('accuracy') or {}
+print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (int, float))))" "$dest/done.json" || true)
+    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; commit ${HEAD:0:12})"
     for i in 1 2 3 4 5; do
       git -C "$REPO" add -- "results/campaign/$rel" && git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" && break
       sleep 5
