@@ -206,8 +206,8 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     assert rows["gen", "a"]["values"] == "1=0.1;2=0.2;3=0.6"
     # the paper's value, as the sweep file writes it, beside ours (markdown and csv); --spec takes it from a
     # sweep file written after the runs were planned, of the same sweep only
-    spec["configurations"]["b"]["paper"] = {"scan/gen": "0.70 ± 0.05"}
-    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) (paper 0.70 ± 0.05) |" in aggregate.markdown_table(
+    spec["configurations"]["b"]["paper"] = {"scan/gen": "75.0 ± 5.0"}  # in the paper's units (--scale 100)
+    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) (paper 75.0 ± 5.0; outside) |" in aggregate.markdown_table(
         spec, cells, best=True, scale=100, digits=1)
     later = tmp_path / "later.yaml"
     later.write_text(yaml.safe_dump({"name": "fake", "datasets": {"scan": {"data": "x"}}, "configurations": {
@@ -215,7 +215,8 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     assert aggregate.main([str(tmp_path), "--no-plots", "--spec", str(later)]) == 0
     rows = {(r["subset"], r["configuration"]): r for r in csv.DictReader(open(tmp_path / "table.csv"))}
     assert rows["gen", "b"]["paper"] == "0.70 ± 0.05" and rows["gen", "a"]["paper"] == rows["valid", "b"]["paper"] == ""
-    assert "(paper 0.70 ± 0.05)" in (tmp_path / "table.md").read_text()
+    assert rows["gen", "b"]["verdict"] == "inside" and rows["gen", "a"]["verdict"] == ""  # 0.60 within 2 x 0.05
+    assert "(paper 0.70 ± 0.05; inside)" in (tmp_path / "table.md").read_text()
     later.write_text(later.read_text().replace("name: fake", "name: other"))
     with pytest.raises(UsageError, match="--spec .*later.yaml: its sweep is 'other', the runs' is 'fake'"):
         aggregate.main([str(tmp_path), "--no-plots", "--spec", str(later)])
@@ -225,6 +226,22 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     # learning curves: a later line for the same update (e.g. after a resume) wins
     assert aggregate.learning_curves(Path(runs[0]["dir"]) / "train.log") == {"gen": {100: 0.1, 200: 0.9}}
     assert (tmp_path / "plots" / "scan.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("values, paper, scale, expected", [
+    ([0.30, 0.34], "0.30 ± 0.02", 1, "inside"),  # mean 0.32: within 2 std
+    ([0.30, 0.40], "0.30 ± 0.02", 1, "outside"),  # mean 0.35
+    ([1.0, 0.996], "1.00 ± 0.00", 1, "inside"),  # std 0.00 as printed: half a unit of the last digit
+    ([1.0, 0.98], "1.00 ± 0.00", 1, "outside"),
+    ([0.59, 0.60], "0.637", 1, "inside"),  # a single value: within 0.05
+    ([0.57, 0.58], "0.637", 1, "outside"),
+    ([0.70, 0.80], "78.4", 100, "inside"),  # --scale 100: the band is 5 points
+    ([0.97, 0.98], "median 91.0", 100, ""),  # not a number: no verdict
+])
+def test_verdict_against_the_papers_band(values, paper, scale, expected):
+    cell = aggregate.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))
+    assert aggregate.verdict(cell, paper, scale) == expected
+    assert aggregate.verdict(aggregate.Cell("scan", "gen", "x", 2, {}), paper, scale) == ""  # no runs yet
 
 
 def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path):

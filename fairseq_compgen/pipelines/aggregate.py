@@ -32,7 +32,9 @@ test accuracy at the best validation accuracy that Russin et al. report (the tab
 ``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
 A configuration's ``paper: {dataset/subset: "0.30 ± 0.02"}`` in the sweep file is shown beside its cell as
-"(paper 0.30 ± 0.02)" and in table.csv's paper column, as written (the paper's units); ``--spec SWEEP`` takes the
+"(paper 0.30 ± 0.02; inside)" and in table.csv's paper and verdict columns, as written (the paper's units): the
+verdict says whether our mean lies within 2 of the paper's standard deviations, or within 0.05 where the paper gives a
+single value (`verdict`); ``--spec SWEEP`` takes the
 labels and paper values from the current sweep file for runs planned before they were written there.
 ``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
@@ -43,6 +45,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import shlex
 import shutil
 import statistics
@@ -237,6 +240,24 @@ def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[
     return None if value is None else str(value)
 
 
+_PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?\s*$")
+
+
+def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> str:
+    """Whether our mean lies inside the paper's band (issue 22): within 2 of the paper's standard deviations
+    ("0.30 ± 0.02"), at least half a unit of its last printed digit (so "1.00 ± 0.00" accepts [0.995, 1.005]); or
+    within 0.05 (times `scale`, the paper's units) where it gives a single value ("0.637"). "" when there is nothing
+    to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0")."""
+    if cell is None or not cell.n or paper is None:
+        return ""
+    m = _PAPER.match(str(paper))
+    if not m:
+        return ""
+    value, decimals, std = float(m.group(1)), len(m.group(2) or ""), m.group(3)
+    band = max(2 * float(std), 0.5 * 10 ** -decimals) if std is not None else 0.05 * scale
+    return "inside" if abs(cell.mean * scale - value) <= band + 1e-12 else "outside"
+
+
 def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = False,
                 paper: Optional[str] = None) -> str:
     if cell is None:
@@ -250,7 +271,10 @@ def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = Fa
             text = f"**{text}**"
         if cell.n < cell.planned:
             text += f" ({cell.n}/{cell.planned})"
-    return text + (f" (paper {paper})" if paper is not None else "")
+    if paper is None:
+        return text
+    v = verdict(cell, paper, scale)
+    return text + f" (paper {paper}{'; ' + v if v else ''})"
 
 
 def best_configs(cells: Dict[Tuple[str, str, str], Cell]) -> Dict[Tuple[str, str], set]:
@@ -289,17 +313,19 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: Optional[dict] = None) -> None:
+def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: Optional[dict] = None,
+              scale: float = 1.0) -> None:
     top = best_configs(cells) if best else {}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values",
-                     "paper"])
+                     "paper", "verdict"])
         for (d, s, c), cell in cells.items():
             w.writerow([d, s, c, metric, cell.n, cell.planned, repr(cell.mean), repr(cell.std),
                         int(c in top.get((d, s), ())),
                         ";".join(f"{seed}={v!r}" for seed, v in sorted(cell.values.items())),
-                        paper_value(spec or {}, d, s, c) or ""])
+                        paper_value(spec or {}, d, s, c) or "",
+                        verdict(cell, paper_value(spec or {}, d, s, c), scale)])
 
 
 def _machine_text(machine: Optional[dict]) -> str:
@@ -619,7 +645,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          f"done.json with results): nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     Path(a.markdown or out / "table.md").write_text(md)
-    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec)
+    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec, a.scale)
     print(md, end="")
     rows = run_rows(runs, cells)
     (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))

@@ -1,0 +1,78 @@
+"""scripts/campaign.sh (issue 22) on a tiny queue in a clone of this repository: it trains from a clean worktree of
+HEAD outside the working tree, runs the queue's steps in order, commits each finished run's raw files (records, eval
+JSONs, a hash of its data) in a commit of that folder alone, skips finished runs when restarted, and refuses a
+dirty tree."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GIT_ENV = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.org", "GIT_COMMITTER_NAME": "test",
+           "GIT_COMMITTER_EMAIL": "test@example.org"}
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --batch-size 32 --max-update 6 --validate-interval-updates 1000000")
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=dict(os.environ, **GIT_ENV)).stdout
+
+
+def _campaign(repo, state):
+    env = dict(os.environ, **GIT_ENV, STATE=str(state), PY=sys.executable, QUEUE="campaign/tiny_queue.txt",
+               THREADS="1")
+    return subprocess.run(["bash", "scripts/campaign.sh"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    (repo / "campaign" / "tiny.yaml").write_text(f"""name: tiny
+seeds: [1, 2]
+datasets:
+  scan:
+    data: {scan_bin}
+    recipe: csordas/scan
+    subsets: [valid, gen]
+configurations:
+  rel_uni:
+    arch: rel_uni_transformer_scan
+    flags: "{TINY}"
+""")
+    (repo / "campaign" / "tiny_queue.txt").write_text("# two steps, one seed each\ncampaign/tiny.yaml scan/*/seed2\n"
+                                                      "campaign/tiny.yaml scan/*/seed1\n")
+    _git(repo, "add", "campaign")
+    _git(repo, "commit", "-q", "-m", "tiny queue")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+
+    p = _campaign(repo, state)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.stdout.index("committed tiny/scan/rel_uni/seed2") < p.stdout.index("committed tiny/scan/rel_uni/seed1")
+    for seed in (1, 2):
+        run = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / f"seed{seed}"
+        done = json.loads((run / "done.json").read_text())
+        assert set(done["accuracy"]) == {"valid", "gen"}
+        assert {f.name for f in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+        assert (run / "commit.txt").read_text().split() == [head]  # a clean tree: no "dirty"
+        assert f"--seed {seed}" in (run / "command.txt").read_text()
+        hashes = dict(line.split()[::-1] for line in (run / "data.sha256").read_text().splitlines())
+        assert set(hashes) == {f.name for f in scan_bin.iterdir() if f.is_file()}
+    log = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
+    assert len(log) == 2 and all(m.startswith("Campaign: tiny/scan/rel_uni/seed") for m in log)
+    for commit in _git(repo, "rev-list", f"{head}..HEAD").split():  # each commit holds its run's folder alone
+        files = _git(repo, "show", "--name-only", "--format=", commit).split()
+        assert len({str(Path(f).parents[len(Path(f).parents) - 7]) for f in files}) == 1, files
+    assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert (state / f"tree-{head[:12]}").is_dir()  # trained from the worktree, outside the working tree
+
+    p = _campaign(repo, state)  # restarted: everything is done, nothing is trained or committed again
+    assert p.returncode == 0 and "committed" not in p.stdout and p.stdout.count("skip") >= 2, p.stdout
+    assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 2
+
+    (repo / "README.md").write_text("edited\n")
+    p = _campaign(repo, state)
+    assert p.returncode == 1 and "uncommitted changes" in p.stderr
