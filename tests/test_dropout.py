@@ -40,3 +40,26 @@ def test_masks_are_independent_of_each_other_and_reproducible():
     assert torch.equal(dropout(torch.ones(10000), 0.5, True), a)  # same seed, same mask
     agree = a.eq(b).float().mean().item()
     assert 0.45 < agree < 0.55  # two draws agree on about half the elements
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_keeps_the_keep_rate(dtype):
+    """A bf16/fp16 input (autocast, --fp16) gets the float32 mask: keep rate 1 - p, not bf16's coarse draws
+    (which kept 89.8 % at p = 0.1); the output keeps the input's dtype."""
+    torch.manual_seed(0)
+    x = torch.ones(2000, 1000, dtype=dtype, requires_grad=True)
+    y = dropout(x, 0.1, training=True)
+    assert y.dtype == dtype
+    sd = (0.1 * 0.9 / y.numel()) ** 0.5
+    assert abs(y.ne(0).float().mean().item() - 0.9) < 5 * sd
+    y.float().sum().backward()
+    assert x.grad.dtype == dtype and torch.equal(x.grad.ne(0), y.ne(0))
+
+
+def test_float32_masks_are_the_same_draws_as_before():
+    """The float32 path draws exactly what torch.rand_like did (runs stay reproducible across this change)."""
+    x = torch.rand(64, 33) + 0.5
+    torch.manual_seed(3)
+    expected = torch.rand_like(x).ge(0.2)
+    torch.manual_seed(3)
+    assert torch.equal(dropout(x, 0.2, training=True).ne(0), expected)

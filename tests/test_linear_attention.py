@@ -261,3 +261,16 @@ def test_flags_that_cannot_take_effect_are_refused():
         build("linear_l2_uni_transformer_scan", cross_attn_pos="rel-eb")
     with pytest.raises(ValueError, match=r"--rel-radius must be >= 1, got 0"):
         build("ontanon_rel_eb", rel_radius=0)
+
+
+def test_feature_map_is_elu_plus_one_in_value_and_gradient():
+    from fairseq_compgen.modules.linear_attention import feature_map
+
+    x = torch.cat([torch.linspace(-30, 30, 2001), torch.tensor([0.0, 100.0, 1e4, -1e4])]).requires_grad_(True)
+    y = feature_map(x)
+    ref = torch.nn.functional.elu(x.detach().clone().requires_grad_(True)) + 1
+    assert torch.allclose(y, ref, rtol=1e-6, atol=1e-7) and (y[:2001] > 0).all()  # exp(-30) > 0, elu + 1 rounds to 0
+    y.sum().backward()
+    xr = x.detach().clone().requires_grad_(True)
+    (torch.nn.functional.elu(xr) + 1).sum().backward()
+    assert torch.isfinite(x.grad).all() and torch.allclose(x.grad, xr.grad, rtol=1e-6, atol=1e-7)

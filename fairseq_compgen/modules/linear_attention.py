@@ -42,7 +42,6 @@ from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
@@ -54,8 +53,10 @@ EPS = 1e-6
 
 
 def feature_map(x: Tensor) -> Tensor:
-    """φ(x) = elu(x) + 1 (strictly positive)."""
-    return F.elu(x) + 1.0
+    """φ(x) = elu(x) + 1 (strictly positive): x + 1 for x > 0, exp(x) otherwise. Written as that `where`, because
+    torch's CPU elu backward took 8.5 % of a linear-attention training step (6.9 ms a call at SCAN size, three
+    times its forward); the exponent is clamped at 0 so the branch not taken never overflows (inf · 0 = NaN)."""
+    return torch.where(x > 0, x + 1.0, x.clamp(max=0.0).exp())
 
 
 def qk_normalize(x: Tensor, kind: str, gamma: Optional[Tensor] = None, eps: float = EPS) -> Tensor:
