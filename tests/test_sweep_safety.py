@@ -25,6 +25,8 @@ def data(tmp_path):
     d.mkdir()
     for side in ("src", "tgt"):
         (d / f"dict.{side}.txt").write_text("a 1\n")
+        for subset in ("train", "valid", "gen"):
+            (d / f"{subset}.src-tgt.{side}.idx").write_bytes(b"")
     return d
 
 
@@ -216,3 +218,51 @@ def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
     runner.stop()
     assert runner.run_one(run) == {"run": run.name, "status": "stopped"} and said == []
     assert not run.path.exists()
+
+
+# ------------------------------------------------------------------------------------- issue 23: what it says
+@pytest.mark.parametrize("edit, where", [
+    # a configuration given twice: the last one silently replaced the first
+    (("configurations:\n", "configurations:\n  reluni:\n    arch: transformer\n"),
+     r"s\.yaml:9: key 'reluni' appears twice in one mapping \(first at line 7\)"),
+    # a key given twice deeper down
+    (("    subsets: [valid, gen]", "    subsets: [valid, gen]\n    subsets: [gen]"),
+     r"s\.yaml:6: key 'subsets' appears twice in one mapping \(first at line 5\)"),
+    (("seeds: [1, 2]", "seeds: [1, 2]\nseeds: [3]"), r"s\.yaml:2: key 'seeds' appears twice"),
+    (("seeds: [1, 2]", "seeds: []"), r"s\.yaml:1: seeds: expected at least one seed"),
+    (("    subsets: [valid, gen]", "    subsets: [valid, gen]\n    seeds: []"),
+     r"s\.yaml:6: datasets\.scan\.seeds: expected at least one seed"),
+    (("seeds: [1, 2]", "seeds: [1, 1]"), r"s\.yaml:1: seeds\[1\]: seed 1 is listed twice"),
+    (("  reluni:", "  ../../escape:"), r"s\.yaml:7: configurations: '\.\./\.\./escape' holds the path separator '/'"),
+    (("  reluni:", "  /tmp/abs:"), r"s\.yaml:7: configurations: '/tmp/abs' holds the path separator"),
+    (("  reluni:", "  '..':"), r"s\.yaml:7: configurations: '\.\.' is not a folder name"),
+    (("  scan:", "  a\\b:"), r"s\.yaml:3: datasets: 'a\\\\b' holds the path separator '\\\\'"),  # a\b
+])
+def test_sweep_files_mean_what_they_say(tmp_path, data, edit, where):
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    path = _write(tmp_path, text.format(data=data))
+    with pytest.raises(UsageError, match=where):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "escape").exists()
+
+
+def test_a_misspelt_subset_is_refused_before_training(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("[valid, gen]", "[valid, gne]").format(data=data))
+    with pytest.raises(UsageError, match=rf"s\.yaml:5: datasets\.scan\.subsets: no subset 'gne' in {data}: "
+                                         rf"expected subsets it holds \(gen, train, valid\)"):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+    path = _write(tmp_path, GOOD.format(data=data))  # the subsets it holds: fine
+    assert len(sweep.plan(sweep.load_sweep(path), tmp_path / "out")) == 2
+    sweep.run_sweep(path, tmp_path / "out", cpu=True, dry_run=True, echo=lambda s: None)
+
+
+def test_a_duplicated_key_is_one_line_from_the_cli(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 2]\nseeds: [3]").format(data=data))
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "sweep", str(path), "--dry-run"],
+                       capture_output=True, text=True, cwd=REPO)
+    lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
+    assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:2: key 'seeds' appears twice in one "
+                                           f"mapping (first at line 1): expected each key once (the last one would "
+                                           f"silently win)"], p.stderr

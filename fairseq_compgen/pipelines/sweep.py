@@ -42,9 +42,10 @@ from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is w
 the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
 
 What cannot go wrong silently (each refused with one line, before any run starts where it can be known then):
-* the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types),
-  every arch must be registered, every recipe known, every selected run's data folder must hold fairseq
-  dictionaries;
+* the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types,
+  a key given twice at any depth, an empty or repeated seed list, a dataset or configuration name that is not a
+  plain folder name), every arch must be registered, every recipe known, every selected run's data folder must
+  hold fairseq dictionaries and every subset its dataset lists;
 * a run folder remembers the settings it was started with (settings.json: arch, recipe and the recipe's options,
   flags, data, subsets, ...); a
   rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
@@ -82,7 +83,7 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
-from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
+from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
@@ -186,6 +187,20 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
         if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt")):
             raise UsageError(f"{path}: dataset {r.dataset!r}: {r.data} is not a data folder with fairseq "
                              f"dictionaries (dict.*.txt): prepare it first (see the sweep file's header)")
+        have = data_subsets(r.data)
+        missing = [s for s in r.subsets or [] if s not in have]
+        if missing:
+            line = line_of(path, f"datasets.{r.dataset}.subsets")
+            raise UsageError(f"{path}{f':{line}' if line else ''}: datasets.{r.dataset}.subsets: no subset "
+                             f"{', '.join(map(repr, missing))} in {r.data}: expected subsets it holds "
+                             f"({', '.join(sorted(have)) or 'none'})")
+
+
+def data_subsets(data) -> set:
+    """The subsets of a data folder (train included) that `fairseq-compgen eval` can read: binarized
+    (<subset>.src-tgt.src.idx ...) or, for a COGS tagging folder, <subset>.parent."""
+    pattern = "*.parent" if recipes.is_tagging(data) else "*.idx"
+    return {p.name.split(".")[0] for p in Path(data).glob(pattern)}
 
 
 def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
