@@ -266,3 +266,31 @@ def test_a_duplicated_key_is_one_line_from_the_cli(tmp_path, data):
     assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:2: key 'seeds' appears twice in one "
                                            f"mapping (first at line 1): expected each key once (the last one would "
                                            f"silently win)"], p.stderr
+
+
+def test_another_sweep_into_the_same_out_is_refused_the_same_one_resumes(tmp_path, data):
+    """A second sweep run into the same --out replaced sweep.json: the first sweep's finished runs vanished from
+    aggregate."""
+    out = tmp_path / "out"
+    first = _write(tmp_path, GOOD.format(data=data))
+    _plan(out, data, {})  # a sweep.json of sweep 'plan' (a, b x reluni x seeds 1, 2)
+    before = (out / "sweep.json").read_text()
+    with pytest.raises(UsageError, match=rf"{out}/sweep\.json is the plan of sweep 'plan' \(a sweep file not "
+                                         rf"recorded there\), not of sweep 's' \({first}\): .* 4 of its planned runs "
+                                         rf"\(e\.g\. a/reluni/seed1\) would vanish from aggregate"):
+        sweep.run_sweep(first, out, cpu=True, echo=lambda s: None)
+    assert (out / "sweep.json").read_text() == before
+    # the same sweep file again: a resume; with a seed added too (nothing planned there is dropped)
+    out2 = tmp_path / "out2"
+    runs = sweep.plan(sweep.load_sweep(first), out2)
+    sweep.write_plan(sweep.load_sweep(first), runs, out2, sweep.source_of(first))
+    sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None)
+    first.write_text(GOOD.replace("[1, 2]", "[1, 2, 3]").format(data=data))
+    sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None)
+    # another file, even of the same name, that drops planned runs is refused, naming both files
+    other = tmp_path / "elsewhere" / "s.yaml"
+    other.parent.mkdir()
+    other.write_text(GOOD.replace("[1, 2]", "[1]").format(data=data))
+    with pytest.raises(UsageError, match=rf"is the plan of sweep 's' \({first}\), not of sweep 's' \({other}\): .*"
+                                         rf"1 of its planned runs \(e\.g\. scan/reluni/seed2\)"):
+        sweep.run_sweep(other, out2, dry_run=True, echo=lambda s: None)

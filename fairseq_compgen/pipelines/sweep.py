@@ -50,6 +50,9 @@ What cannot go wrong silently (each refused with one line, before any run starts
   flags, data, subsets, ...); a
   rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
   resuming them under the new name: move the folder away or use another --out;
+* one sweep per output folder: OUT/sweep.json (which also records the sweep file's path and sha256) is replaced
+  only by a rerun of the same sweep (same name, every run planned there still planned: a resume, possibly with
+  runs added); another sweep would make the first one's runs vanish from aggregate and is refused;
 * one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
   evaluator, so it lasts as long as any of them runs. A rerun finding a run locked by the trainer of a sweep that
   is gone (killed with SIGKILL) stops that orphaned trainer first; one locked by a live sweep is BUSY and left
@@ -66,6 +69,7 @@ import copy
 import datetime
 import fcntl
 import fnmatch
+import hashlib
 import json
 import os
 import queue
@@ -83,7 +87,7 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
-from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged
+from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
@@ -248,15 +252,47 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
     return runs
 
 
-def write_plan(spec: dict, runs: Sequence[Run], out) -> Path:
+def source_of(path) -> dict:
+    """Which sweep file a plan came from: its resolved path and the sha256 of its text (kept in sweep.json)."""
+    file = resolve(path).resolve()
+    return {"file": str(file), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+
+
+def write_plan(spec: dict, runs: Sequence[Run], out, source: Optional[dict] = None) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
     tmp = path.with_suffix(".json.tmp")
     plan = [asdict(r) | {"settings": r.settings()} for r in runs]
-    tmp.write_text(json.dumps({"spec": spec, "runs": plan}, indent=1, default=str))
+    tmp.write_text(json.dumps({"spec": spec, "runs": plan, **({"source": source} if source else {})}, indent=1,
+                              default=str))
     tmp.replace(path)
     return path
+
+
+def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
+    """OUT/sweep.json, if there, must be the plan of this sweep: a rerun of the same sweep file resumes it (and may
+    add runs), but another sweep (another name, or a plan without some of the runs planned there) would replace
+    it and the finished runs it lists would vanish from `fairseq-compgen aggregate`: UsageError naming both."""
+    target = Path(out) / "sweep.json"
+    if not target.is_file():
+        return
+    try:
+        old = json.loads(target.read_text())
+        old_runs = [f"{r['dataset']}/{r['config']}/seed{r['seed']}" for r in old["runs"]]
+        old_name = old["spec"]["name"]
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"{target}: expected the plan a sweep wrote (JSON with spec and runs): move it away or "
+                         f"use another --out") from None
+    names = {r.name for r in runs}
+    dropped = [r for r in old_runs if r not in names]
+    if old_name == spec["name"] and not dropped:
+        return
+    old_file = (old.get("source") or {}).get("file") or "a sweep file not recorded there"
+    why = f"{len(dropped)} of its planned runs (e.g. {dropped[0]})" if dropped else "its runs"
+    raise UsageError(f"{target} is the plan of sweep {old_name!r} ({old_file}), not of sweep {spec['name']!r} "
+                     f"({resolve(path).resolve()}): running this one there would replace it and {why} would "
+                     f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
 
 
 def planned_settings(run: dict) -> dict:
@@ -482,6 +518,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     runs = plan(spec, out, cpu=cpu)
     selected = select(runs, only)
     validate(path, runs, selected)
+    check_same_sweep(path, spec, runs, out)
     changed = [(r, r.changed_settings()) for r in selected]
     changed = [(r, c) for r, c in changed if c]
     if changed:
@@ -493,7 +530,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
             echo(f"{r.name}{'  (done)' if r.is_done() else ''}\n  {shlex.join(r.train_command())}\n"
                  f"  {shlex.join(r.eval_command())}")
         return []
-    write_plan(copy.deepcopy(spec), runs, out)
+    write_plan(copy.deepcopy(spec), runs, out, source_of(path))
     if engine != "local":
         from fairseq_compgen.pipelines import submit
 
