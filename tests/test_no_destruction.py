@@ -71,3 +71,59 @@ def test_staged_files_puts_everything_back_when_a_rename_fails(tmp_path):
             (stage / "bin" / "dict.txt").write_text("new\n")
     assert (d / "a.txt").read_text() == "old a\n" and (d / "bin").read_text() == "the user's file named bin\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+
+
+# ------------------------------------------------------------------------------------------------------ eval
+def _fake_generate(right: bool = True, fail: bool = False):
+    """fairseq-generate's output for `subset` without a model: each reference as the hypothesis (or a wrong one);
+    `fail`: half the output written, then an error (a crash while decoding)."""
+    def generate(ckpt, data, subset, maxlen, cpu, batch_size, extra, out):
+        tgt = (Path(data).parent / f"{subset}.tgt").read_text().splitlines()
+        with open(out, "w") as f:
+            for i, t in enumerate(tgt):
+                f.write(f"T-{i}\t{t}\nH-{i}\t-0.1\t{t if right else 'I_WALK'}\n")
+                if fail and i == len(tgt) // 2:
+                    f.flush()
+                    raise RuntimeError("decoding crashed")
+    return generate
+
+
+def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_bin, tmp_path, monkeypatch):
+    from fairseq_compgen.pipelines import evaluate
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_last.pt").write_bytes(b"last")
+    (run / "checkpoint_best.pt").write_bytes(b"best")
+    sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("last", "best")}
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=True))
+    evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    last = json.loads((run / "eval" / "gen.json").read_text())
+    assert last["accuracy"] == 1.0 and last["checkpoint"] == "checkpoint_last.pt"
+    assert last["checkpoint_sha256"] == sha["last"]
+    # another checkpoint used to overwrite eval/gen.json, which the sweep and aggregate read
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=False))
+    evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert json.loads((run / "eval" / "gen.json").read_text()) == last
+    best = json.loads((run / "eval" / "checkpoint_best" / "gen.json").read_text())
+    assert best["accuracy"] == 0.0 and (best["checkpoint"], best["checkpoint_sha256"]) == ("checkpoint_best.pt",
+                                                                                          sha["best"])
+    # into the default checkpoint's folder on purpose: refused before decoding unless --overwrite
+    with pytest.raises(UsageError, match=r"eval/gen\.json holds the result of checkpoint_last\.pt \(sha256 "
+                                         rf"{sha['last'][:12]}\), not of .*checkpoint_best\.pt .*--overwrite"):
+        evaluate.main([str(run / "checkpoint_best.pt"), str(scan_bin), "gen", "--out", str(run / "eval")])
+    assert json.loads((run / "eval" / "gen.json").read_text()) == last
+    evaluate.main([str(run / "checkpoint_best.pt"), str(scan_bin), "gen", "--out", str(run / "eval"), "--overwrite"])
+    assert json.loads((run / "eval" / "gen.json").read_text())["checkpoint"] == "checkpoint_best.pt"
+    # the same checkpoint again needs no --overwrite
+    evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
+
+
+def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkeypatch):
+    from fairseq_compgen.pipelines import evaluate
+
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"last")
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(fail=True))
+    with pytest.raises(RuntimeError, match="decoding crashed"):
+        evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == []

@@ -143,7 +143,10 @@ class Run:
     def eval_command(self) -> List[str]:
         flags = shlex.split(self.generate_flags)
         rest = shlex.join(f for f in flags if f != "--cpu")
+        # --overwrite: the run folder is the sweep's, and its checkpoint_last.pt may have been rewritten by a
+        # resumed training since an earlier, failed evaluation
         return [*COMPGEN, "eval", str(self.checkpoint), self.data, *(self.subsets or []), "--metric", self.metric,
+                "--overwrite",
                 *(["--cpu"] if "--cpu" in flags else []), *([f"--generate-flags={rest}"] if rest else [])]
 
     def is_done(self) -> bool:
