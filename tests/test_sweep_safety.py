@@ -294,3 +294,26 @@ def test_another_sweep_into_the_same_out_is_refused_the_same_one_resumes(tmp_pat
     with pytest.raises(UsageError, match=rf"is the plan of sweep 's' \({first}\), not of sweep 's' \({other}\): .*"
                                          rf"1 of its planned runs \(e\.g\. scan/reluni/seed2\)"):
         sweep.run_sweep(other, out2, dry_run=True, echo=lambda s: None)
+
+
+def test_a_copied_or_moved_sweep_folder_aggregates_its_own_runs(tmp_path, data):
+    """sweep.json stored absolute run folders: a copy aggregated the original's results, a moved one none."""
+    import shutil
+
+    out = tmp_path / "out"
+    _plan(out, data, {("a", 1): None})
+    assert all(not Path(r["dir"]).is_absolute() for r in json.loads((out / "sweep.json").read_text())["runs"])
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "a" / "reluni" / "seed1" / "eval" / "gen.json").write_text(json.dumps({"accuracy": 0.25}))
+    assert aggregate.collect(out)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    assert aggregate.collect(moved)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    # a sweep.json written before (absolute folders of where the sweep ran) reads the copy's own runs too
+    old = json.loads((copy / "sweep.json").read_text())
+    for r in old["runs"]:
+        r["dir"] = str(out / r["dir"])
+    (copy / "sweep.json").write_text(json.dumps(old))
+    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}

@@ -39,7 +39,8 @@ every restart), command.txt / launch.txt / commit.txt / machine.txt (written by 
 eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once
 training and evaluation have both succeeded, done.json (results, commit, the evaluation's seconds). A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
-the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
+the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`), with the run folders relative to OUT (a copied or
+moved OUT aggregates its own runs).
 
 What cannot go wrong silently (each refused with one line, before any run starts where it can be known then):
 * the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types,
@@ -266,7 +267,9 @@ def write_plan(spec: dict, runs: Sequence[Run], out, source: Optional[dict] = No
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
     tmp = path.with_suffix(".json.tmp")
-    plan = [asdict(r) | {"settings": r.settings()} for r in runs]
+    home = out.resolve()
+    # run folders relative to OUT: a copied or moved OUT aggregates its own runs (read_plan)
+    plan = [asdict(r) | {"dir": os.path.relpath(Path(r.dir).resolve(), home), "settings": r.settings()} for r in runs]
     tmp.write_text(json.dumps({"spec": spec, "runs": plan, **({"source": source} if source else {})}, indent=1,
                               default=str))
     tmp.replace(path)
@@ -309,10 +312,27 @@ def planned_settings(run: dict) -> dict:
 
 
 def read_plan(out) -> dict:
+    """OUT/sweep.json, each run's "dir" made absolute: relative to OUT where it was stored so. A sweep.json of
+    before issue 23 stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran in: of a copied or
+    moved OUT, the folder of the same name in OUT is read when it exists."""
     path = Path(out) / "sweep.json"
     if not path.is_file():
         raise UsageError(f"{out}: no sweep.json: not the output folder of a sweep (its 'output' or --out)")
-    return json.loads(path.read_text())
+    plan = json.loads(path.read_text())
+    home = Path(out).resolve()
+    for run in plan.get("runs") or []:
+        run["dir"] = str(_run_dir(home, run))
+    return plan
+
+
+def _run_dir(home: Path, run: dict) -> Path:
+    stored = Path(run["dir"])
+    if not stored.is_absolute():
+        return home / stored
+    here = home / str(run.get("dataset")) / str(run.get("config")) / f"seed{run.get('seed')}"
+    if stored.parts[-3:] == here.parts[-3:] and here.is_dir():
+        return here
+    return stored
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
