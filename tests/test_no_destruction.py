@@ -127,3 +127,10 @@ def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkey
     with pytest.raises(RuntimeError, match="decoding crashed"):
         evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
     assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == []
+
+
+def test_staged_files_of_an_empty_stage_into_a_new_folder(tmp_path):
+    with staged_files(tmp_path / "new") as stage:
+        assert stage.is_dir()
+    assert json.loads((tmp_path / "new" / MANIFEST).read_text()) == {"files": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]

@@ -188,6 +188,7 @@ def staged_files(path: PathLike) -> Iterator[Path]:
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     moved_in: list = []
+    manifest_tmp = path / f"{MANIFEST}.tmp-{os.getpid()}"
     try:
         yield stage
         new = [rel for rel in _files(stage) if rel != MANIFEST]
@@ -200,6 +201,7 @@ def staged_files(path: PathLike) -> Iterator[Path]:
                                      f"move it away")
             if (path / rel).is_dir() and not (path / rel).is_symlink():
                 raise UsageError(f"{path / rel} is a folder, but the output writes a file there: move it away")
+        path.mkdir(exist_ok=True)
         for rel in new + stale:
             if os.path.lexists(path / rel):
                 (old / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -208,11 +210,12 @@ def staged_files(path: PathLike) -> Iterator[Path]:
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / rel, path / rel)
             moved_in.append(rel)
-        tmp = path / f"{MANIFEST}.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps({"files": new}, indent=0) + "\n", encoding="utf-8")
-        os.replace(tmp, path / MANIFEST)
+        manifest_tmp.write_text(json.dumps({"files": new}, indent=0) + "\n", encoding="utf-8")
+        os.replace(manifest_tmp, path / MANIFEST)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
+        if os.path.lexists(manifest_tmp):
+            os.unlink(manifest_tmp)
         for rel in moved_in:  # the new files this run put in place go, the old ones come back
             try:
                 os.unlink(path / rel)
