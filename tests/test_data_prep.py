@@ -135,7 +135,8 @@ def test_cogs_binaries_with_gen_cat(tmp_path):
     prep.main(args)  # rerun: identical files, no temporary leftovers
     assert _digest(d) == before
     assert sorted(p.name for p in d.iterdir()) == sorted(
-        [f"{s}.{l}" for s in ("train", "valid", "test", "gen") for l in ("src", "tgt")] + ["gen.cat", "bin"]
+        [f"{s}.{l}" for s in ("train", "valid", "test", "gen") for l in ("src", "tgt")] + ["gen.cat", "bin",
+                                                                                         ".prep-files.json"]
     )
 
 
@@ -350,7 +351,8 @@ def test_pcfg_prep_from_a_folder(tmp_path, capsys):
     before = _digest(d)
     prep.main(args + ["--no-count-check"])
     assert _digest(d) == before
-    assert sorted(p.name for p in d.iterdir()) == ["bin", "test.src", "test.tgt", "train.src", "train.tgt"]
+    assert sorted(p.name for p in d.iterdir()) == [".prep-files.json", "bin", "test.src", "test.tgt", "train.src",
+                                                   "train.tgt"]
 
     # a wrong target stops the prep with file:line, and leaves the prepared data as it was
     tgt = folder / "productivity" / "test.tgt"

@@ -260,7 +260,7 @@ def test_data_prep_length_cutoff_26(prep, tmp_path, capsys):
     prep.main(["--split", "length_cutoff_26", "--out", str(out)])
     assert _digest(d) == before
     assert sorted(p.name for p in d.iterdir()) == sorted(
-        [f"{s}.{l}" for s in expected for l in ("src", "tgt")] + ["bin"]
+        [f"{s}.{l}" for s in expected for l in ("src", "tgt")] + ["bin", ".prep-files.json"]
     ), "no temporary files may be left behind"
 
 

@@ -25,6 +25,8 @@ def data(tmp_path):
     d.mkdir()
     for side in ("src", "tgt"):
         (d / f"dict.{side}.txt").write_text("a 1\n")
+        for subset in ("train", "valid", "gen"):
+            (d / f"{subset}.src-tgt.{side}.idx").write_bytes(b"")
     return d
 
 
@@ -216,3 +218,102 @@ def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
     runner.stop()
     assert runner.run_one(run) == {"run": run.name, "status": "stopped"} and said == []
     assert not run.path.exists()
+
+
+# ------------------------------------------------------------------------------------- issue 23: what it says
+@pytest.mark.parametrize("edit, where", [
+    # a configuration given twice: the last one silently replaced the first
+    (("configurations:\n", "configurations:\n  reluni:\n    arch: transformer\n"),
+     r"s\.yaml:9: key 'reluni' appears twice in one mapping \(first at line 7\)"),
+    # a key given twice deeper down
+    (("    subsets: [valid, gen]", "    subsets: [valid, gen]\n    subsets: [gen]"),
+     r"s\.yaml:6: key 'subsets' appears twice in one mapping \(first at line 5\)"),
+    (("seeds: [1, 2]", "seeds: [1, 2]\nseeds: [3]"), r"s\.yaml:2: key 'seeds' appears twice"),
+    (("seeds: [1, 2]", "seeds: []"), r"s\.yaml:1: seeds: expected at least one seed"),
+    (("    subsets: [valid, gen]", "    subsets: [valid, gen]\n    seeds: []"),
+     r"s\.yaml:6: datasets\.scan\.seeds: expected at least one seed"),
+    (("seeds: [1, 2]", "seeds: [1, 1]"), r"s\.yaml:1: seeds\[1\]: seed 1 is listed twice"),
+    (("  reluni:", "  ../../escape:"), r"s\.yaml:7: configurations: '\.\./\.\./escape' holds the path separator '/'"),
+    (("  reluni:", "  /tmp/abs:"), r"s\.yaml:7: configurations: '/tmp/abs' holds the path separator"),
+    (("  reluni:", "  '..':"), r"s\.yaml:7: configurations: '\.\.' is not a folder name"),
+    (("  scan:", "  a\\b:"), r"s\.yaml:3: datasets: 'a\\\\b' holds the path separator '\\\\'"),  # a\b
+])
+def test_sweep_files_mean_what_they_say(tmp_path, data, edit, where):
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    path = _write(tmp_path, text.format(data=data))
+    with pytest.raises(UsageError, match=where):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "escape").exists()
+
+
+def test_a_misspelt_subset_is_refused_before_training(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("[valid, gen]", "[valid, gne]").format(data=data))
+    with pytest.raises(UsageError, match=rf"s\.yaml:5: datasets\.scan\.subsets: no subset 'gne' in {data}: "
+                                         rf"expected subsets it holds \(gen, train, valid\)"):
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+    path = _write(tmp_path, GOOD.format(data=data))  # the subsets it holds: fine
+    assert len(sweep.plan(sweep.load_sweep(path), tmp_path / "out")) == 2
+    sweep.run_sweep(path, tmp_path / "out", cpu=True, dry_run=True, echo=lambda s: None)
+
+
+def test_a_duplicated_key_is_one_line_from_the_cli(tmp_path, data):
+    path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 2]\nseeds: [3]").format(data=data))
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "sweep", str(path), "--dry-run"],
+                       capture_output=True, text=True, cwd=REPO)
+    lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
+    assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:2: key 'seeds' appears twice in one "
+                                           f"mapping (first at line 1): expected each key once (the last one would "
+                                           f"silently win)"], p.stderr
+
+
+def test_another_sweep_into_the_same_out_is_refused_the_same_one_resumes(tmp_path, data):
+    """A second sweep run into the same --out replaced sweep.json: the first sweep's finished runs vanished from
+    aggregate."""
+    out = tmp_path / "out"
+    first = _write(tmp_path, GOOD.format(data=data))
+    _plan(out, data, {})  # a sweep.json of sweep 'plan' (a, b x reluni x seeds 1, 2)
+    before = (out / "sweep.json").read_text()
+    with pytest.raises(UsageError, match=rf"{out}/sweep\.json is the plan of sweep 'plan' \(a sweep file not "
+                                         rf"recorded there\), not of sweep 's' \({first}\): .* 4 of its planned runs "
+                                         rf"\(e\.g\. a/reluni/seed1\) would vanish from aggregate"):
+        sweep.run_sweep(first, out, cpu=True, echo=lambda s: None)
+    assert (out / "sweep.json").read_text() == before
+    # the same sweep file again: a resume; with a seed added too (nothing planned there is dropped)
+    out2 = tmp_path / "out2"
+    runs = sweep.plan(sweep.load_sweep(first), out2)
+    sweep.write_plan(sweep.load_sweep(first), runs, out2, sweep.source_of(first))
+    sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None)
+    first.write_text(GOOD.replace("[1, 2]", "[1, 2, 3]").format(data=data))
+    sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None)
+    # another file, even of the same name, that drops planned runs is refused, naming both files
+    other = tmp_path / "elsewhere" / "s.yaml"
+    other.parent.mkdir()
+    other.write_text(GOOD.replace("[1, 2]", "[1]").format(data=data))
+    with pytest.raises(UsageError, match=rf"is the plan of sweep 's' \({first}\), not of sweep 's' \({other}\): .*"
+                                         rf"1 of its planned runs \(e\.g\. scan/reluni/seed2\)"):
+        sweep.run_sweep(other, out2, dry_run=True, echo=lambda s: None)
+
+
+def test_a_copied_or_moved_sweep_folder_aggregates_its_own_runs(tmp_path, data):
+    """sweep.json stored absolute run folders: a copy aggregated the original's results, a moved one none."""
+    import shutil
+
+    out = tmp_path / "out"
+    _plan(out, data, {("a", 1): None})
+    assert all(not Path(r["dir"]).is_absolute() for r in json.loads((out / "sweep.json").read_text())["runs"])
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "a" / "reluni" / "seed1" / "eval" / "gen.json").write_text(json.dumps({"accuracy": 0.25}))
+    assert aggregate.collect(out)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    assert aggregate.collect(moved)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    # a sweep.json written before (absolute folders of where the sweep ran) reads the copy's own runs too
+    old = json.loads((copy / "sweep.json").read_text())
+    for r in old["runs"]:
+        r["dir"] = str(out / r["dir"])
+    (copy / "sweep.json").write_text(json.dumps(old))
+    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}

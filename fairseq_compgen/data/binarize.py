@@ -13,7 +13,10 @@ Layout (the same for SCAN, COGS, CFQ, PCFG SET and Mathematics)::
 Writing is staged: the whole split folder (text, ``bin/``, tokenizer models) is
 built in a staging folder beside it, the counts are checked (no empty subset,
 the papers' statistics), the binaries are built and checked against the text,
-and only then does the staging folder replace the split folder, by renames.
+and only then are the staged files renamed into the split folder, each replacing the file of the same name
+(:func:`~fairseq_compgen.data.io.staged_files`): what else the folder holds (``russin/`` of
+``fairseq-compgen prep russin``, a file of the user) stays; of the earlier outputs only those this run no
+longer writes go (listed in ``.prep-files.json``).  A plain file at the split path is refused.
 A failure or an interrupt at any point leaves the previous outputs untouched
 and no temporary files behind.  Rerunning with the same inputs rewrites identical files
 (``preprocess.log`` aside).
@@ -30,7 +33,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 import numpy as np
 
-from fairseq_compgen.data.io import staged_dir
+from fairseq_compgen.data.io import staged_files
 from fairseq_compgen.errors import UsageError
 
 SRC, TGT = "src", "tgt"
@@ -391,8 +394,9 @@ def prepare_split(
 ) -> Dict[str, dict]:
     """Write text, check counts, binarize, verify and print: the whole pipeline for one split.
 
-    Everything is built in a staging folder beside ``split_dir`` (:func:`~fairseq_compgen.data.io.staged_dir`)
-    that replaces ``split_dir`` by renames only after every check passed: text, binaries and ``side_files``
+    Everything is built in a staging folder beside ``split_dir`` (:func:`~fairseq_compgen.data.io.staged_files`)
+    whose files replace those of ``split_dir`` by renames only after every check passed (other files of
+    ``split_dir`` stay): text, binaries and ``side_files``
     (name -> text or bytes written into the split folder: BPE codes, a sentencepiece model) are replaced
     together, and any error or interrupt leaves the previous outputs as they were.
 
@@ -408,7 +412,7 @@ def prepare_split(
         checks.append(count_checker(expected, title, strict=strict_counts))
     if extra_check is not None:
         checks.append(extra_check)
-    with staged_dir(split_dir) as stage:
+    with staged_files(split_dir) as stage:
         counts = write_text(stage, data, extra_files=extra_files)
         for check in checks:
             check(counts)

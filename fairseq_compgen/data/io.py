@@ -7,6 +7,7 @@ systematicity", ICML) and the exact-match scorer.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import tarfile
@@ -82,23 +83,27 @@ def _stale(folder: Path, prefix: str) -> list:
     return out
 
 
+def _refuse_file(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} is a file, not a folder: expected a folder to write into (or nothing there); "
+                         f"move the file away or choose another output")
+
+
 @contextmanager
-def staged_dir(path: PathLike, whole_folder: bool = True) -> Iterator[Path]:
-    """Yields an empty staging folder ``.<name>.tmp-<pid>`` beside the folder ``path``; everything an output
-    is made of (text, binaries, tokenizer models) is built there.
+def staged_dir(path: PathLike) -> Iterator[Path]:
+    """Yields an empty staging folder ``.<name>.tmp-<pid>`` beside the folder ``path``, in which a folder that is
+    only ever made whole (an extracted archive, a cache) is built.
 
     On success the staging folder takes the place of ``path`` by renames only (the old folder is moved to
     ``.<name>.old-<pid>``, the staging folder renamed to ``path``, then the old one removed), so ``path``
     holds either all old or all new files.  On any error (KeyboardInterrupt included) the staging folder is
     removed and ``path`` is untouched.  Leftovers of a killed process (its pid no longer running) are cleaned
     up first: its staging folder is removed, and an old folder it had moved aside is put back if ``path`` is
-    missing.
-
-    ``whole_folder=False`` (for an output folder the user names directly, which may hold other files): on
-    success each entry of the staging folder replaces the entry of the same name in ``path`` by a rename,
-    and other entries of ``path`` stay.
+    missing.  A plain file at ``path`` is refused (UsageError), not moved aside.  An output folder a user names,
+    which may hold other files, is :func:`staged_files`' instead.
     """
     path = Path(path)
+    _refuse_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for p in _stale(path.parent, f".{path.name}.tmp-"):
         shutil.rmtree(p, ignore_errors=True)
@@ -113,29 +118,119 @@ def staged_dir(path: PathLike, whole_folder: bool = True) -> Iterator[Path]:
     stage.mkdir()
     try:
         yield stage
-        if not whole_folder and path.is_dir():
-            old.mkdir()
-            for entry in sorted(stage.iterdir()):
-                if (path / entry.name).exists():
-                    os.replace(path / entry.name, old / entry.name)
-            for entry in sorted(stage.iterdir()):
-                os.replace(entry, path / entry.name)
-            stage.rmdir()
-        else:
-            if path.exists():
-                os.replace(path, old)
-            os.replace(stage, path)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(stage, path)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
-        if old.exists():  # only an OS error between the renames gets here: put back what was moved aside
-            if not path.exists():
-                os.replace(old, path)
-            elif not whole_folder:
-                for entry in old.iterdir():
-                    if not (path / entry.name).exists():
-                        os.replace(entry, path / entry.name)
-                shutil.rmtree(old, ignore_errors=True)
+        if old.exists() and not path.exists():  # only an OS error between the renames gets here
+            os.replace(old, path)
         raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+MANIFEST = ".prep-files.json"  # in a folder written by staged_files: the files (relative paths) it wrote there
+
+
+def _files(folder: Path) -> list:
+    """Every file (or link) under ``folder``, as sorted paths relative to it."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            out.append(os.path.relpath(os.path.join(root, name), folder))
+    return sorted(out)
+
+
+def written_files(path: PathLike) -> list:
+    """The files (relative paths) :func:`staged_files` last wrote into the folder ``path`` ([] if none)."""
+    manifest = Path(path) / MANIFEST
+    if not manifest.is_file():
+        return []
+    try:
+        names = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"{manifest}: expected the JSON list of files a prep wrote ({{\"files\": [...]}}); "
+                         f"delete it to treat every file there as the user's") from None
+    return [n for n in names if isinstance(n, str) and not os.path.isabs(n) and ".." not in Path(n).parts]
+
+
+def _restore_old(old: Path, path: Path) -> None:
+    """Put the files of a moved-aside ``old`` folder back where ``path`` lacks them; then remove ``old``."""
+    for rel in _files(old):
+        if not os.path.lexists(path / rel):
+            (path / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(old / rel, path / rel)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_files(path: PathLike) -> Iterator[Path]:
+    """Like :func:`staged_dir` (an empty staging folder beside ``path`` is yielded; nothing of ``path`` changes
+    unless the block succeeds), but for an output folder that may hold what others made: a prep rerun must not
+    delete ``fairseq-compgen prep russin``'s ``russin/`` or a file of the user.
+
+    On success each file of the staging folder (recursively: ``bin/dict.src.txt``) replaces the file of the same
+    relative path in ``path`` by a rename, and the files this function wrote there the last time
+    (``path/.prep-files.json``) that this run did not write are removed (stale outputs of the same command).
+    Every other file of ``path`` stays. The replaced files are first moved to ``.<name>.old-<pid>``; an error
+    while renaming puts them back. A plain file at ``path``, or a file where a folder of the output must go (or
+    the reverse), is refused (UsageError) before anything is moved.
+    """
+    path = Path(path)
+    _refuse_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in _stale(path.parent, f".{path.name}.tmp-"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in _stale(path.parent, f".{path.name}.old-"):
+        _restore_old(p, path)
+    stage = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    moved_in: list = []
+    manifest_tmp = path / f"{MANIFEST}.tmp-{os.getpid()}"
+    try:
+        yield stage
+        new = [rel for rel in _files(stage) if rel != MANIFEST]
+        stale = [rel for rel in written_files(path) if rel not in set(new)
+                 and os.path.lexists(path / rel) and not (path / rel).is_dir()]
+        for rel in new:
+            for parent in list(Path(rel).parents)[:-1]:
+                if os.path.lexists(path / parent) and not (path / parent).is_dir():
+                    raise UsageError(f"{path / parent} is a file, but the output needs a folder there (for {rel}): "
+                                     f"move it away")
+            if (path / rel).is_dir() and not (path / rel).is_symlink():
+                raise UsageError(f"{path / rel} is a folder, but the output writes a file there: move it away")
+        path.mkdir(exist_ok=True)
+        for rel in new + stale:
+            if os.path.lexists(path / rel):
+                (old / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path / rel, old / rel)
+        for rel in new:
+            (path / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / rel, path / rel)
+            moved_in.append(rel)
+        manifest_tmp.write_text(json.dumps({"files": new}, indent=0) + "\n", encoding="utf-8")
+        os.replace(manifest_tmp, path / MANIFEST)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if os.path.lexists(manifest_tmp):
+            os.unlink(manifest_tmp)
+        for rel in moved_in:  # the new files this run put in place go, the old ones come back
+            try:
+                os.unlink(path / rel)
+            except FileNotFoundError:
+                pass
+        if old.exists():
+            _restore_old(old, path)
+        raise
+    for rel in stale:  # folders left empty by removed stale outputs
+        for parent in list(Path(rel).parents)[:-1]:
+            try:
+                (path / parent).rmdir()
+            except OSError:
+                break
+    shutil.rmtree(stage, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
 
 

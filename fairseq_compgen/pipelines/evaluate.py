@@ -4,8 +4,14 @@
         [--generate-flags "FLAGS"] [--out DIR]
 
 Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
-checkpoint's folder/eval): SUBSET.generate.txt (fairseq-generate's output) and SUBSET.json (the scorer's result),
-and prints one line. Decoding:
+checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and aggregate reads; the checkpoint's
+folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
+(fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
+checkpoint's file name in its run folder, and "checkpoint_sha256"), and prints one line. A SUBSET.json there of
+another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
+--overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
+(the output of a decoding whose scoring failed stays, as SUBSET.generate.txt, to be looked at).
+Decoding:
 * seq2seq (task compgen): fairseq-generate, greedy (--beam 1), --min-len 0 (fairseq forbids EOS at the first step
   by default, which would give an empty prediction a second chance; Csordás et al.'s greedy decoding and the
   task's validation `accuracy` have no minimum length), at most the subset's longest reference + EOS
@@ -22,6 +28,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import hashlib
+import json
 import logging
 import shlex
 import sys
@@ -45,8 +53,48 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", choices=METRICS, default="exact_match")
     p.add_argument("--generate-flags", default="", help="extra fairseq-generate flags, one string")
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--out", help="output folder (default: CHECKPOINT's folder/eval)")
+    p.add_argument("--out", help="output folder (default: CHECKPOINT's folder/eval for checkpoint_last.pt, "
+                                 "CHECKPOINT's folder/eval/STEM for another checkpoint)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace results in OUT of another checkpoint (default: refuse)")
     return p
+
+
+DEFAULT_CHECKPOINT = "checkpoint_last.pt"  # the checkpoint whose results a sweep and aggregate read (RUN/eval/)
+
+
+def default_out(ckpt: Path) -> Path:
+    """RUN/eval for RUN/checkpoint_last.pt; RUN/eval/STEM for another checkpoint (a folder that neither the sweep
+    nor aggregate, which read RUN/eval/*.json, mistake for the default checkpoint's results)."""
+    return ckpt.parent / "eval" if ckpt.name == DEFAULT_CHECKPOINT else ckpt.parent / "eval" / ckpt.stem
+
+
+def checkpoint_record(ckpt: Path) -> dict:
+    """What a result JSON says about the checkpoint that produced it: its path relative to its run folder (the
+    folder holding it: its file name) and the sha256 of its bytes."""
+    h = hashlib.sha256()
+    with open(ckpt, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"checkpoint": ckpt.name, "checkpoint_sha256": h.hexdigest()}
+
+
+def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
+    """UsageError unless `path` (a SUBSET.json) is absent or holds a result of the checkpoint of `record`."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    if all(old.get(k) == v for k, v in record.items()):
+        return
+    what = (f"{old['checkpoint']} (sha256 {str(old.get('checkpoint_sha256'))[:12]})" if old.get("checkpoint")
+            else "a checkpoint it does not name")
+    raise UsageError(f"{path} holds the result of {what}, not of {ckpt} (sha256 {record['checkpoint_sha256'][:12]}): "
+                     f"expected no result or this checkpoint's there; pass --overwrite to replace it, or choose "
+                     f"another --out")
 
 
 def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
@@ -98,27 +146,27 @@ def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size:
         return sum(1 for _ in f)
 
 
-def score(metric: str, generated: Path, data: Path, subset: str, n: int, json_out: Path, table: Path) -> dict:
+def score(metric: str, generated: Path, data: Path, subset: str, n: int, table: Path) -> dict:
+    """The scorer's result of `generated` (its table printed into the file `table`)."""
     from fairseq_compgen.scoring import bleu, comp, exact_match
 
     if metric == "exact_match":
         cats = data / f"{subset}.cat"
-        argv = [str(generated), "--expected-count", str(n), "--json", str(json_out),
-                *(["--categories", str(cats)] if cats.is_file() else [])]
+        argv = [str(generated), "--expected-count", str(n), *(["--categories", str(cats)] if cats.is_file() else [])]
         scorer = exact_match
     elif metric == "bleu":
-        argv, scorer = [str(generated), "--json", str(json_out)], bleu
+        argv, scorer = [str(generated)], bleu
     else:
         meta = data / f"{subset}.comp"
         if not meta.is_file():
             raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
-        argv, scorer = [str(generated), "--meta", str(meta), "--json", str(json_out)], comp
+        argv, scorer = [str(generated), "--meta", str(meta)], comp
     with open(table, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
         return scorer.main(argv)
 
 
 def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric: str = "exact_match",
-             generate_flags: str = "", batch_size: int = 256, out=None, echo=print) -> dict:
+             generate_flags: str = "", batch_size: int = 256, out=None, echo=print, overwrite: bool = False) -> dict:
     """Decode and score each subset; {subset: result dict}. Files as the module docstring says."""
     ckpt, data = Path(ckpt), Path(data)
     if not ckpt.is_file():
@@ -129,20 +177,31 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     subsets: List[str] = list(subsets) or recipes.subsets_of(data)
     if not subsets:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
-    out = Path(out) if out else ckpt.parent / "eval"
+    out = Path(out) if out else default_out(ckpt)
+    record = checkpoint_record(ckpt)
+    if not overwrite:
+        for subset in subsets:
+            check_replaceable(out / f"{subset}.json", record, ckpt)
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(generate_flags)
     results = {}
     for subset in subsets:
-        generated = out / f"{subset}.generate.txt"
-        tmp = generated.with_name(generated.name + ".tmp")
-        if tagging:
-            n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmp)
-        else:
-            n, maxlen = reference_stats(data, subset)
-            generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmp)
-        tmp.replace(generated)
-        r = score(metric, generated, data, subset, n, out / f"{subset}.json", out / f"{subset}.table.txt")
+        generated, table, result = (out / f"{subset}{ext}" for ext in (".generate.txt", ".table.txt", ".json"))
+        tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result)]
+        try:
+            if tagging:
+                n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])
+            else:
+                n, maxlen = reference_stats(data, subset)
+                generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
+            tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
+            r = score(metric, generated, data, subset, n, tmps[1]) | record
+            tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tmps[1].replace(table)
+            tmps[2].replace(result)
+        finally:
+            for tmp in tmps:
+                tmp.unlink(missing_ok=True)
         label = {"exact_match": "exact-match accuracy", "bleu": r.get("label", "BLEU"), "comp": "COMP"}[metric]
         echo(f"{subset:8s} n={r.get('n', n):6d} {label}={r[METRIC_KEY[metric]]:.4f}")
         results[subset] = r
@@ -151,7 +210,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     a = parser().parse_args(argv)
-    evaluate(a.checkpoint, a.data, a.subsets, a.cpu, a.metric, a.generate_flags, a.batch_size, a.out)
+    evaluate(a.checkpoint, a.data, a.subsets, a.cpu, a.metric, a.generate_flags, a.batch_size, a.out,
+             overwrite=a.overwrite)
     return 0
 
 

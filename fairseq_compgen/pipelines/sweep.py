@@ -39,16 +39,21 @@ every restart), command.txt / launch.txt / commit.txt / machine.txt (written by 
 eval/<subset>.json (written by `fairseq-compgen eval` from checkpoint_last.pt: no early stopping) and, once
 training and evaluation have both succeeded, done.json (results, commit, the evaluation's seconds). A run with done.json is skipped; any other run is (re)started: fairseq-train resumes
 from checkpoint_last.pt in the same --save-dir by itself. The resolved plan is written to OUT/sweep.json for
-the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`).
+the aggregator (:mod:`fairseq_compgen.pipelines.aggregate`), with the run folders relative to OUT (a copied or
+moved OUT aggregates its own runs).
 
 What cannot go wrong silently (each refused with one line, before any run starts where it can be known then):
-* the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types),
-  every arch must be registered, every recipe known, every selected run's data folder must hold fairseq
-  dictionaries;
+* the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types,
+  a key given twice at any depth, an empty or repeated seed list, a dataset or configuration name that is not a
+  plain folder name), every arch must be registered, every recipe known, every selected run's data folder must
+  hold fairseq dictionaries and every subset its dataset lists;
 * a run folder remembers the settings it was started with (settings.json: arch, recipe and the recipe's options,
   flags, data, subsets, ...); a
   rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
   resuming them under the new name: move the folder away or use another --out;
+* one sweep per output folder: OUT/sweep.json (which also records the sweep file's path and sha256) is replaced
+  only by a rerun of the same sweep (same name, every run planned there still planned: a resume, possibly with
+  runs added); another sweep would make the first one's runs vanish from aggregate and is refused;
 * one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
   evaluator, so it lasts as long as any of them runs. A rerun finding a run locked by the trainer of a sweep that
   is gone (killed with SIGKILL) stops that orphaned trainer first; one locked by a live sweep is BUSY and left
@@ -65,6 +70,7 @@ import copy
 import datetime
 import fcntl
 import fnmatch
+import hashlib
 import json
 import os
 import queue
@@ -82,7 +88,7 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_compgen import recipes
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
-from fairseq_compgen.pipelines.sweep_schema import load_spec, packaged
+from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
@@ -138,7 +144,10 @@ class Run:
     def eval_command(self) -> List[str]:
         flags = shlex.split(self.generate_flags)
         rest = shlex.join(f for f in flags if f != "--cpu")
+        # --overwrite: the run folder is the sweep's, and its checkpoint_last.pt may have been rewritten by a
+        # resumed training since an earlier, failed evaluation
         return [*COMPGEN, "eval", str(self.checkpoint), self.data, *(self.subsets or []), "--metric", self.metric,
+                "--overwrite",
                 *(["--cpu"] if "--cpu" in flags else []), *([f"--generate-flags={rest}"] if rest else [])]
 
     def is_done(self) -> bool:
@@ -186,6 +195,20 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
         if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt")):
             raise UsageError(f"{path}: dataset {r.dataset!r}: {r.data} is not a data folder with fairseq "
                              f"dictionaries (dict.*.txt): prepare it first (see the sweep file's header)")
+        have = data_subsets(r.data)
+        missing = [s for s in r.subsets or [] if s not in have]
+        if missing:
+            line = line_of(path, f"datasets.{r.dataset}.subsets")
+            raise UsageError(f"{path}{f':{line}' if line else ''}: datasets.{r.dataset}.subsets: no subset "
+                             f"{', '.join(map(repr, missing))} in {r.data}: expected subsets it holds "
+                             f"({', '.join(sorted(have)) or 'none'})")
+
+
+def data_subsets(data) -> set:
+    """The subsets of a data folder (train included) that `fairseq-compgen eval` can read: binarized
+    (<subset>.src-tgt.src.idx ...) or, for a COGS tagging folder, <subset>.parent."""
+    pattern = "*.parent" if recipes.is_tagging(data) else "*.idx"
+    return {p.name.split(".")[0] for p in Path(data).glob(pattern)}
 
 
 def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
@@ -233,15 +256,49 @@ def plan(spec: dict, out, cpu: bool = False) -> List[Run]:
     return runs
 
 
-def write_plan(spec: dict, runs: Sequence[Run], out) -> Path:
+def source_of(path) -> dict:
+    """Which sweep file a plan came from: its resolved path and the sha256 of its text (kept in sweep.json)."""
+    file = resolve(path).resolve()
+    return {"file": str(file), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+
+
+def write_plan(spec: dict, runs: Sequence[Run], out, source: Optional[dict] = None) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
     tmp = path.with_suffix(".json.tmp")
-    plan = [asdict(r) | {"settings": r.settings()} for r in runs]
-    tmp.write_text(json.dumps({"spec": spec, "runs": plan}, indent=1, default=str))
+    home = out.resolve()
+    # run folders relative to OUT: a copied or moved OUT aggregates its own runs (read_plan)
+    plan = [asdict(r) | {"dir": os.path.relpath(Path(r.dir).resolve(), home), "settings": r.settings()} for r in runs]
+    tmp.write_text(json.dumps({"spec": spec, "runs": plan, **({"source": source} if source else {})}, indent=1,
+                              default=str))
     tmp.replace(path)
     return path
+
+
+def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
+    """OUT/sweep.json, if there, must be the plan of this sweep: a rerun of the same sweep file resumes it (and may
+    add runs), but another sweep (another name, or a plan without some of the runs planned there) would replace
+    it and the finished runs it lists would vanish from `fairseq-compgen aggregate`: UsageError naming both."""
+    target = Path(out) / "sweep.json"
+    if not target.is_file():
+        return
+    try:
+        old = json.loads(target.read_text())
+        old_runs = [f"{r['dataset']}/{r['config']}/seed{r['seed']}" for r in old["runs"]]
+        old_name = old["spec"]["name"]
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"{target}: expected the plan a sweep wrote (JSON with spec and runs): move it away or "
+                         f"use another --out") from None
+    names = {r.name for r in runs}
+    dropped = [r for r in old_runs if r not in names]
+    if old_name == spec["name"] and not dropped:
+        return
+    old_file = (old.get("source") or {}).get("file") or "a sweep file not recorded there"
+    why = f"{len(dropped)} of its planned runs (e.g. {dropped[0]})" if dropped else "its runs"
+    raise UsageError(f"{target} is the plan of sweep {old_name!r} ({old_file}), not of sweep {spec['name']!r} "
+                     f"({resolve(path).resolve()}): running this one there would replace it and {why} would "
+                     f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
 
 
 def planned_settings(run: dict) -> dict:
@@ -255,10 +312,27 @@ def planned_settings(run: dict) -> dict:
 
 
 def read_plan(out) -> dict:
+    """OUT/sweep.json, each run's "dir" made absolute: relative to OUT where it was stored so. A sweep.json of
+    before issue 23 stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran in: of a copied or
+    moved OUT, the folder of the same name in OUT is read when it exists."""
     path = Path(out) / "sweep.json"
     if not path.is_file():
         raise UsageError(f"{out}: no sweep.json: not the output folder of a sweep (its 'output' or --out)")
-    return json.loads(path.read_text())
+    plan = json.loads(path.read_text())
+    home = Path(out).resolve()
+    for run in plan.get("runs") or []:
+        run["dir"] = str(_run_dir(home, run))
+    return plan
+
+
+def _run_dir(home: Path, run: dict) -> Path:
+    stored = Path(run["dir"])
+    if not stored.is_absolute():
+        return home / stored
+    here = home / str(run.get("dataset")) / str(run.get("config")) / f"seed{run.get('seed')}"
+    if stored.parts[-3:] == here.parts[-3:] and here.is_dir():
+        return here
+    return stored
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
@@ -467,6 +541,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     runs = plan(spec, out, cpu=cpu)
     selected = select(runs, only)
     validate(path, runs, selected)
+    check_same_sweep(path, spec, runs, out)
     changed = [(r, r.changed_settings()) for r in selected]
     changed = [(r, c) for r, c in changed if c]
     if changed:
@@ -478,7 +553,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
             echo(f"{r.name}{'  (done)' if r.is_done() else ''}\n  {shlex.join(r.train_command())}\n"
                  f"  {shlex.join(r.eval_command())}")
         return []
-    write_plan(copy.deepcopy(spec), runs, out)
+    write_plan(copy.deepcopy(spec), runs, out, source_of(path))
     if engine != "local":
         from fairseq_compgen.pipelines import submit
 

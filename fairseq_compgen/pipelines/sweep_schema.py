@@ -8,6 +8,7 @@ their meaning are documented in :mod:`fairseq_compgen.pipelines.sweep`.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -84,6 +85,68 @@ def _line(root: Optional[yaml.Node], key: str) -> Optional[int]:
     return line
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping (at any depth: two configurations of
+    the same name, `seeds:` twice) is an error instead of the last one silently winning. Merge keys (`<<:`)
+    still override as YAML says."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: Dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: the safe loader's own error follows
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1, first)
+        return super().construct_mapping(node, deep)
+
+
+def _key_line(root: Optional[yaml.Node], section: str, name: str) -> Optional[int]:
+    """1-based line of the entry `name` of the top-level mapping `section` (a name may hold dots or slashes)."""
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    for k, v in root.value:
+        if k.value == section and isinstance(v, yaml.MappingNode):
+            for kk, _ in v.value:
+                if kk.value == str(name):
+                    return kk.start_mark.line + 1
+            return k.start_mark.line + 1
+    return None
+
+
+def unsafe_name(name) -> Optional[str]:
+    """Why a dataset or configuration name cannot be a folder name of OUT/<dataset>/<configuration>/ (None if
+    it can): a path separator, '.', '..' or an empty name would put run folders elsewhere than under OUT."""
+    text = str(name)
+    if text in ("", ".", ".."):
+        return f"{text!r} is not a folder name"
+    for sep in {"/", "\\", os.sep, os.altsep} - {None}:
+        if sep in text:
+            return f"{text!r} holds the path separator {sep!r}"
+    if "\0" in text:
+        return f"{text!r} holds a NUL character"
+    return None
+
+
+def line_of(path, key: str) -> Optional[int]:
+    """1-based line of the dotted `key` (see _line) in the sweep file `path` (or a packaged sweep's name)."""
+    try:
+        return _line(yaml.compose(resolve(path).read_text(encoding="utf-8")), key)
+    except (OSError, yaml.YAMLError, UsageError):
+        return None
+
+
 def _flags_ok(value) -> bool:
     return value is None or isinstance(value, str) or (
         isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value))
@@ -120,7 +183,10 @@ def load_spec(path) -> dict:
         raise UsageError(f"sweep file not found: {path}") from None
     try:
         root = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as e:
+        raise UsageError(f"{path}:{e.line}: key {e.key!r} appears twice in one mapping (first at line {e.first}): "
+                         f"expected each key once (the last one would silently win)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -151,10 +217,25 @@ def load_spec(path) -> dict:
         if not entries:
             fail(where, "needs at least one entry")
         for name, entry in entries.items():
+            why = unsafe_name(name)
+            if why:
+                line = _key_line(root, where, name)
+                raise UsageError(f"{path}{f':{line}' if line else ''}: {where}: {why}: expected a plain name (it "
+                                 f"becomes a folder of the output, OUT/<dataset>/<configuration>/seed<k>)")
             if not _flags_ok(entry["flags"]):
                 fail(f"{where}.{name}.flags", "expected a list of flags or one string of flags")
     if not _flags_ok(spec["flags"]):
         fail("flags", "expected a list of flags or one string of flags")
+    for key, seeds in [("seeds", spec["seeds"])] + [(f"datasets.{d}.seeds", entry["seeds"])
+                                                     for d, entry in spec["datasets"].items()]:
+        if seeds is None:
+            continue
+        if not seeds:
+            fail(key, "expected at least one seed, e.g. [1, 2, 3] (an empty list would run nothing, or seed 1)")
+        for i, seed in enumerate(seeds):
+            if seed in seeds[:i]:
+                fail(f"{key}[{i}]", f"seed {seed} is listed twice: expected each seed once (the same run would be "
+                                    f"planned twice)")
     for cname, c in spec["configurations"].items():
         for d in c["datasets"] or []:
             if d not in spec["datasets"]:

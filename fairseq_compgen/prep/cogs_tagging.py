@@ -29,7 +29,7 @@ from typing import Dict, Optional, Sequence
 from fairseq_compgen.data import cogs
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.binarize import count_checker, nonempty_checker
-from fairseq_compgen.data.io import DataError, staged_dir
+from fairseq_compgen.data.io import DataError, staged_files
 from fairseq_compgen.prep import argument_parser
 
 
@@ -71,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
         if subset == "gen":
             files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
     files.update(dictionaries(files, list(data)))
-    with staged_dir(args.out, whole_folder=False) as stage:  # every file replaced together, or none
+    with staged_files(args.out) as stage:  # every file replaced together, or none
         for name, text in files.items():
             (stage / name).write_text(text, encoding="utf-8")
     print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")

@@ -8,8 +8,8 @@ authors cut the last 20% in file order; our generated train file is in grammar o
 end), so the lines of SPLIT_DIR/train are shuffled once with a fixed seed (``random.Random(0)``) and the last
 20% (from ``int(0.8 * n)``, the authors' split_id) held out: SPLIT_DIR/russin/{train,valid,test}.{src,tgt} (test
 copied unchanged), binarized with the split's dictionaries (SPLIT_DIR/bin/dict.{src,tgt}.txt) into
-SPLIT_DIR/russin/bin, the folder fairseq-train reads. The folder is built beside SPLIT_DIR/russin and renamed
-into place when complete; when SPLIT_DIR/russin/bin already holds the binarized valid subset, nothing is done.
+SPLIT_DIR/russin/bin, the folder fairseq-train reads. The files are built beside SPLIT_DIR/russin and renamed
+into place when complete (other files there stay); when SPLIT_DIR/russin/bin already holds the binarized valid subset, nothing is done.
 Delete SPLIT_DIR/russin to rebuild it.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from fairseq_compgen.data.io import atomic_write_lines, count_mismatch, read_data_lines, staged_dir
+from fairseq_compgen.data.io import atomic_write_lines, count_mismatch, read_data_lines, staged_files
 from fairseq_compgen.errors import MissingFileError
 from fairseq_compgen.prep import argument_parser
 
@@ -76,7 +76,7 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
     if len(src) != len(tgt):
         raise count_mismatch((split_dir / "train.src", split_dir / "train.tgt"), (len(src), len(tgt)))
     train, valid = held_out(len(src))
-    with staged_dir(russin) as stage:
+    with staged_files(russin) as stage:
         for subset, idx in (("train", train), ("valid", valid)):
             for side, lines in (("src", src), ("tgt", tgt)):
                 atomic_write_lines(stage / f"{subset}.{side}", (lines[i] for i in idx))

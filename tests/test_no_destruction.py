@@ -1,0 +1,136 @@
+"""Issue 23: nothing the user made is destroyed without being asked. A prep rerun replaces only what prep
+writes (not `fairseq-compgen prep russin`'s russin/ or a file of the user) and refuses a plain file where its
+folder goes; an evaluation of another checkpoint does not replace the results aggregate reads, and says which
+checkpoint it scored."""
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from fairseq_compgen.data.io import MANIFEST, staged_files
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.prep import module as prep_module
+
+
+def _algorithmic(out, *extra):
+    return prep_module("algorithmic").main(
+        ["--out", str(out), "--tasks", "reverse", "--train-size", "40", "--test-size", "8", *extra])
+
+
+def _digest(folder, skip=()):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file() and p.name not in skip}
+
+
+# ------------------------------------------------------------------------------------------------------ prep
+def test_a_prep_rerun_keeps_what_prep_did_not_write(tmp_path):
+    out = tmp_path / "alg"
+    _algorithmic(out, "--seed", "0")
+    d = out / "reverse"
+    ours = _digest(d, skip=("preprocess.log",))
+    assert "bin/dict.src.txt" in ours and "train.src" in ours
+    mine = {"russin/train.src": "jump\n", "russin/bin/dict.src.txt": "jump 1\n", "notes.txt": "my notes\n",
+            "bin/mine.txt": "a file of the user inside bin/\n"}
+    for rel, text in mine.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    _algorithmic(out, "--seed", "1")  # the rerun used to replace the whole folder: russin/ and notes.txt gone
+    assert {rel: (d / rel).read_text() for rel in mine} == mine
+    assert _digest(d, skip=("preprocess.log",)).keys() == ours.keys() | mine.keys() | {MANIFEST}
+    assert (d / "train.src").read_text() != "" and _digest(d)["train.src"] != ours["train.src"]  # new data
+    assert sorted(p.name for p in out.iterdir()) == ["reverse"], "no staging or old folder may be left"
+    # a rerun without binaries removes prep's own stale binaries, and nothing else
+    _algorithmic(out, "--seed", "1", "--no-binarize")
+    assert not (d / "bin" / "dict.src.txt").exists() and not list((d / "bin").glob("*.idx"))
+    assert {rel: (d / rel).read_text() for rel in mine} == mine
+    assert sorted(p.name for p in out.iterdir()) == ["reverse"]
+
+
+def test_prep_refuses_a_plain_file_where_its_folder_goes(tmp_path):
+    out = tmp_path / "alg"
+    out.mkdir()
+    (out / "reverse").write_text("not a folder\n")
+    with pytest.raises(UsageError, match=r"alg/reverse is a file, not a folder: expected a folder"):
+        _algorithmic(out)
+    assert (out / "reverse").read_text() == "not a folder\n"
+    assert sorted(p.name for p in out.iterdir()) == ["reverse"], "nothing moved aside, no staging left"
+
+
+def test_staged_files_puts_everything_back_when_a_rename_fails(tmp_path):
+    """A file of the user where the output needs a folder is refused before anything is moved; the old outputs
+    stay as they were."""
+    d = tmp_path / "x"
+    with staged_files(d) as stage:
+        (stage / "a.txt").write_text("old a\n")
+    (d / "bin").write_text("the user's file named bin\n")
+    with pytest.raises(UsageError, match=r"x/bin is a file, but the output needs a folder there \(for bin/dict\.txt\)"):
+        with staged_files(d) as stage:
+            (stage / "a.txt").write_text("new a\n")
+            (stage / "bin").mkdir()
+            (stage / "bin" / "dict.txt").write_text("new\n")
+    assert (d / "a.txt").read_text() == "old a\n" and (d / "bin").read_text() == "the user's file named bin\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+
+
+# ------------------------------------------------------------------------------------------------------ eval
+def _fake_generate(right: bool = True, fail: bool = False):
+    """fairseq-generate's output for `subset` without a model: each reference as the hypothesis (or a wrong one);
+    `fail`: half the output written, then an error (a crash while decoding)."""
+    def generate(ckpt, data, subset, maxlen, cpu, batch_size, extra, out):
+        tgt = (Path(data).parent / f"{subset}.tgt").read_text().splitlines()
+        with open(out, "w") as f:
+            for i, t in enumerate(tgt):
+                f.write(f"T-{i}\t{t}\nH-{i}\t-0.1\t{t if right else 'I_WALK'}\n")
+                if fail and i == len(tgt) // 2:
+                    f.flush()
+                    raise RuntimeError("decoding crashed")
+    return generate
+
+
+def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_bin, tmp_path, monkeypatch):
+    from fairseq_compgen.pipelines import evaluate
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_last.pt").write_bytes(b"last")
+    (run / "checkpoint_best.pt").write_bytes(b"best")
+    sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("last", "best")}
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=True))
+    evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    last = json.loads((run / "eval" / "gen.json").read_text())
+    assert last["accuracy"] == 1.0 and last["checkpoint"] == "checkpoint_last.pt"
+    assert last["checkpoint_sha256"] == sha["last"]
+    # another checkpoint used to overwrite eval/gen.json, which the sweep and aggregate read
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=False))
+    evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert json.loads((run / "eval" / "gen.json").read_text()) == last
+    best = json.loads((run / "eval" / "checkpoint_best" / "gen.json").read_text())
+    assert best["accuracy"] == 0.0 and (best["checkpoint"], best["checkpoint_sha256"]) == ("checkpoint_best.pt",
+                                                                                          sha["best"])
+    # into the default checkpoint's folder on purpose: refused before decoding unless --overwrite
+    with pytest.raises(UsageError, match=r"eval/gen\.json holds the result of checkpoint_last\.pt \(sha256 "
+                                         rf"{sha['last'][:12]}\), not of .*checkpoint_best\.pt .*--overwrite"):
+        evaluate.main([str(run / "checkpoint_best.pt"), str(scan_bin), "gen", "--out", str(run / "eval")])
+    assert json.loads((run / "eval" / "gen.json").read_text()) == last
+    evaluate.main([str(run / "checkpoint_best.pt"), str(scan_bin), "gen", "--out", str(run / "eval"), "--overwrite"])
+    assert json.loads((run / "eval" / "gen.json").read_text())["checkpoint"] == "checkpoint_best.pt"
+    # the same checkpoint again needs no --overwrite
+    evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
+
+
+def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkeypatch):
+    from fairseq_compgen.pipelines import evaluate
+
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"last")
+    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(fail=True))
+    with pytest.raises(RuntimeError, match="decoding crashed"):
+        evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == []
+
+
+def test_staged_files_of_an_empty_stage_into_a_new_folder(tmp_path):
+    with staged_files(tmp_path / "new") as stage:
+        assert stage.is_dir()
+    assert json.loads((tmp_path / "new" / MANIFEST).read_text()) == {"files": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
