@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+try:
+    import tomllib  # Python >= 3.11
+except ImportError:  # Python 3.10, which pyproject allows: the same parser as the `tomli` package (dev extra)
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fairseq_compgen"
