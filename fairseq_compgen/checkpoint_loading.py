@@ -10,8 +10,9 @@ type loads only after an explicit opt-in: ``FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS=1`
 The callers:
 
 * fairseq's own loader, `fairseq.checkpoint_utils.load_checkpoint_to_cpu` (fairseq-generate --path, fairseq-train
-  resuming --save-dir/--restore-file, `fairseq-compgen eval`), is wrapped by :func:`wrap_fairseq_loader`: during
-  that call its `torch.load` is :func:`load`; reading the config and upgrading old checkpoints stay fairseq's.
+  resuming --save-dir/--restore-file/--finetune-from-model, `fairseq-compgen eval`), and its
+  `load_ema_from_checkpoint` (--ema-seed-model) are wrapped by :func:`wrap_fairseq_loader`: during the call their
+  `torch.load` is :func:`load`; reading the config and upgrading old checkpoints stay fairseq's.
 * tasks/checkpoint_guard.py (the resume checks), pipelines/train.py (is the run finished?), pipelines/t5_biases.py.
 
 torch's own environment variables are left as the user set them; this module never sets any. Because :func:`load`
@@ -118,18 +119,11 @@ class _TorchReadingSafely:
         return getattr(self._torch, attr)
 
 
-def wrap_fairseq_loader() -> None:
-    """Make fairseq's load_checkpoint_to_cpu read through :func:`load` (idempotent). Its `torch.load(f, ...)` is
-    the only torch.load in it; the wrapper swaps the `torch` name of fairseq.checkpoint_utils for the call, so
-    the rest (PathManager, the config, `_upgrade_state_dict`) stays fairseq's code."""
-    from fairseq import checkpoint_utils
-
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_compgen_wrapped", False):
-        return
-
+def _reading_safely(checkpoint_utils, original):
+    """`original` (a function of fairseq.checkpoint_utils whose first argument is the checkpoint's path) with the
+    module's `torch` name swapped for a _TorchReadingSafely during the call, and restored after it."""
     @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):
+    def wrapped(path, *args, **kwargs):
         previous = checkpoint_utils.torch
         checkpoint_utils.torch = _TorchReadingSafely(getattr(previous, "_torch", previous), path)
         try:
@@ -137,5 +131,25 @@ def wrap_fairseq_loader() -> None:
         finally:
             checkpoint_utils.torch = previous
 
-    load_checkpoint_to_cpu._compgen_wrapped = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    wrapped._compgen_wrapped = True
+    return wrapped
+
+
+# fairseq's functions that read a checkpoint file with torch.load: the loader of fairseq-generate/-train/eval, and
+# the one of fairseq-train --ema-seed-model
+WRAPPED = ("load_checkpoint_to_cpu", "load_ema_from_checkpoint")
+
+
+def wrap_fairseq_loader() -> None:
+    """Make fairseq's checkpoint readers (WRAPPED) read through :func:`load` (idempotent). Each one's
+    `torch.load(f, ...)` is the only torch.load in it; the wrapper swaps the `torch` name of
+    fairseq.checkpoint_utils for the call (one load at a time, as fairseq loads), so the rest (PathManager, the
+    config, `_upgrade_state_dict`) stays fairseq's code. fairseq's other callers look these functions up in the
+    module at call time (`checkpoint_utils.load_checkpoint_to_cpu(...)`, or a global of the module), so they
+    get the wrapped ones."""
+    from fairseq import checkpoint_utils
+
+    for name in WRAPPED:
+        original = getattr(checkpoint_utils, name)
+        if not getattr(original, "_compgen_wrapped", False):
+            setattr(checkpoint_utils, name, _reading_safely(checkpoint_utils, original))

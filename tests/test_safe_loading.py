@@ -281,3 +281,24 @@ def test_the_users_torch_force_setting_is_left_alone(trained, evil, monkeypatch,
     with pytest.raises(UntrustedCheckpointError):
         checkpoint_utils.load_checkpoint_to_cpu(str(path))
     assert not marker.exists() and os.environ[var] == setting
+
+
+def test_fairseqs_ema_seed_reader_is_safe_too(trained, tmp_path):
+    """fairseq-train --ema-seed-model reads with checkpoint_utils.load_ema_from_checkpoint, a torch.load of its own.
+    The checkpoints: a real one with EMA weights where fairseq's --ema keeps them (extra_state["ema"]), and the
+    same with a payload."""
+    import fairseq_compgen
+    from fairseq import checkpoint_utils
+
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError
+
+    fairseq_compgen.register()
+    state = torch.load(trained["transformer"], weights_only=False)
+    state["extra_state"]["ema"] = state["model"]
+    torch.save(state, tmp_path / "ema.pt")
+    assert "encoder.embed_tokens.weight" in checkpoint_utils.load_ema_from_checkpoint(str(tmp_path / "ema.pt"))["model"]
+    marker = tmp_path / "MARKER"
+    evil = plant(tmp_path / "ema.pt", tmp_path / "evil.pt", System(f"touch {marker}"))
+    with pytest.raises(UntrustedCheckpointError, match="evil.pt holds posix.system"):
+        checkpoint_utils.load_ema_from_checkpoint(str(evil))
+    assert not marker.exists()
