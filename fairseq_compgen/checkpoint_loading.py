@@ -38,8 +38,10 @@ class UntrustedCheckpointError(UsageError):
 
     def __init__(self, path: str, type_name: str):
         self.path, self.type = path, type_name
+        hint = (f"if you trust this file, load it with {TRUST_VAR}=1" if not trusted() else
+                f"{TRUST_VAR}=1 is set, but so is TORCH_FORCE_WEIGHTS_ONLY_LOAD, which keeps torch weights-only")
         super().__init__(f"{path} holds {type_name}, which is not among the types a fairseq checkpoint holds "
-                         f"(unpickling it could run code): refused; if you trust this file, load it with {TRUST_VAR}=1")
+                         f"(unpickling it could run code): refused; {hint}")
 
 
 def trusted() -> bool:
@@ -94,11 +96,10 @@ def load(f, name=None, map_location="cpu"):
     if name is None:  # a path names itself; an open file by its .name (a Path's .name is only its last part)
         name = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "the checkpoint")
     name = os.fspath(name) if isinstance(name, os.PathLike) else str(name)
-    if trusted():
-        return torch.load(f, map_location=map_location, weights_only=False)
     try:
+        # the allowlist also for an opted-in load: the user's TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes it weights-only
         with torch.serialization.safe_globals(allowlist()):
-            return torch.load(f, map_location=map_location, weights_only=True)
+            return torch.load(f, map_location=map_location, weights_only=not trusted())
     except pickle.UnpicklingError as e:
         if "Weights only load failed" not in str(e):
             raise
