@@ -1,38 +1,156 @@
-"""Load fairseq checkpoints under torch >= 2.6 without switching torch.load's safety off for the whole process.
+"""Load checkpoints without running code in them: the one place where this package reads a checkpoint.
 
-fairseq checkpoints pickle argparse Namespaces and omegaconf configs, which torch >= 2.6's default
-`torch.load(weights_only=True)` refuses, so fairseq-generate and resuming fail (shared notes, fairseq-host.md
-trap 2). Until 2026-11-23 importing this package set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the process and its
-children. Now only fairseq's own checkpoint loader, `fairseq.checkpoint_utils.load_checkpoint_to_cpu` (used by
-fairseq-train to resume and by fairseq-generate, and so by everything here), runs with that setting, for the
-duration of the call: it loads the files a user points fairseq at (`--path`, `--save-dir`, `--restore-file`).
-Every other torch.load in the process keeps torch's default. Our own loaders pass `weights_only=False` explicitly.
+A `.pt` file is a pickle, and unpickling with `torch.load(weights_only=False)` runs whatever the file says (a
+checkpoint from elsewhere could call `os.system`). Every checkpoint this package or fairseq reads on our behalf
+goes through :func:`load`, which uses torch's weights-only unpickler with an explicit allowlist (:func:`allowlist`)
+of the few non-tensor types that fairseq's checkpoints hold. Anything else is refused with one line naming the
+file and the type (:class:`UntrustedCheckpointError`, a UsageError). A trusted legacy file that holds another
+type loads only after an explicit opt-in: ``FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS=1`` (then torch's full unpickler).
+
+The callers:
+
+* fairseq's own loader, `fairseq.checkpoint_utils.load_checkpoint_to_cpu` (fairseq-generate --path, fairseq-train
+  resuming --save-dir/--restore-file/--finetune-from-model, `fairseq-compgen eval`), and its
+  `load_ema_from_checkpoint` (--ema-seed-model) are wrapped by :func:`wrap_fairseq_loader`: during the call their
+  `torch.load` is :func:`load`; reading the config and upgrading old checkpoints stay fairseq's.
+* tasks/checkpoint_guard.py (the resume checks), pipelines/train.py (is the run finished?), pipelines/t5_biases.py.
+
+torch's own environment variables are left as the user set them; this module never sets any. Because :func:`load`
+always passes `weights_only` explicitly, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (which only changes a torch.load that
+does not pass it) does not unlock it; TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 keeps even an opted-in load weights-only.
+Before issue 23, fairseq's loader ran with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 forced for the call.
+
+Importing this module imports neither torch nor numpy (the `fairseq-compgen` command starts without them).
 """
+import argparse
 import functools
 import os
+import pickle
+import re
 
-_VAR = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+from fairseq_compgen.errors import UsageError
+
+TRUST_VAR = "FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS"
+
+
+class UntrustedCheckpointError(UsageError):
+    """A checkpoint holds a type outside the allowlist; `.path` and `.type` name them."""
+
+    def __init__(self, path: str, type_name: str):
+        self.path, self.type = path, type_name
+        hint = (f"if you trust this file, load it with {TRUST_VAR}=1" if not trusted() else
+                f"{TRUST_VAR}=1 is set, but so is TORCH_FORCE_WEIGHTS_ONLY_LOAD, which keeps torch weights-only")
+        super().__init__(f"{path} holds {type_name}, which is not among the types a fairseq checkpoint holds "
+                         f"(unpickling it could run code): refused; {hint}")
+
+
+def trusted() -> bool:
+    """The user opted in to full unpickling (FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS=1)."""
+    return os.environ.get(TRUST_VAR, "").strip().lower() in ("1", "y", "yes", "true")
+
+
+def allowlist() -> list:
+    """What fairseq checkpoints hold besides tensors, dicts, lists, OrderedDicts and Python scalars (which torch's
+    weights-only unpickler accepts by itself). Found with torch.serialization.get_unsafe_globals_in_checkpoint on
+    checkpoints trained with this package (tests/test_safe_loading.py trains them)."""
+    import numpy as np
+
+    core = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # numpy >= 2 / numpy 1.x
+    return [
+        # fairseq stores the model config, state["cfg"]["model"], and legacy state["args"] as a Namespace (every
+        # checkpoint: rel_uni_transformer_scan, sag_t5_transformer_scan, syntactic_attention_scan, transformer)
+        argparse.Namespace,
+        # numpy float64 scalars: the training meters in state["extra_state"]["metrics"] keep the logged values;
+        # cogs_tagging logs its loss as float / np.log(2), a np.float64 (a scalar pickles as scalar(dtype, bytes);
+        # the dtype as np.dtype("f8") and then its state, set on a Float64DType)
+        core.scalar, np.dtype, np.dtypes.Float64DType,
+        # numpy int64 arrays: fairseq's --eval-bleu (translation task, our MT recipes) logs the BLEU n-gram counts
+        # and totals as np.array(...) in the valid meters (an array pickles as _reconstruct(ndarray, ...) + state)
+        core._reconstruct, np.ndarray, np.dtypes.Int64DType,
+        # the same two functions under the names numpy 1.x wrote (numpy.core was renamed numpy._core in numpy 2)
+        (core.scalar, "numpy.core.multiarray.scalar"), (core._reconstruct, "numpy.core.multiarray._reconstruct"),
+    ]
+
+
+_REFUSED = (re.compile(r"GLOBAL (\S+) (?:was not an allowed global|whose module)"),  # a function or class named
+            re.compile(r"but got <class '([^']+)'>"),  # an object of a class not allowed (BUILD / NEWOBJ)
+            re.compile(r"unrecognized function (.+)$", re.M))
+
+
+def _refused_type(message: str) -> str:
+    for pattern in _REFUSED:
+        m = pattern.search(message)
+        if m:
+            return m.group(1).strip()
+    detail = message.split("WeightsUnpickler error:", 1)[-1].strip()
+    return f"an object torch's weights-only unpickler refuses ({detail.splitlines()[0] if detail else message})"
+
+
+def load(f, name=None, map_location="cpu"):
+    """torch.load of `f` (a path or an open binary file) with the weights-only unpickler and :func:`allowlist`,
+    or with the full unpickler when the user opted in (:func:`trusted`). `name` names the file in errors (default:
+    `f` when it is a path). A disallowed type raises UntrustedCheckpointError; other failures (a truncated file)
+    propagate as torch raises them."""
+    import torch
+
+    if name is None:  # a path names itself; an open file by its .name (a Path's .name is only its last part)
+        name = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "the checkpoint")
+    name = os.fspath(name) if isinstance(name, os.PathLike) else str(name)
+    try:
+        # the allowlist also for an opted-in load: the user's TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes it weights-only
+        with torch.serialization.safe_globals(allowlist()):
+            return torch.load(f, map_location=map_location, weights_only=not trusted())
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" not in str(e):
+            raise
+        raise UntrustedCheckpointError(name, _refused_type(str(e))) from None
+
+
+class _TorchReadingSafely:
+    """The `torch` module as fairseq.checkpoint_utils sees it during one load_checkpoint_to_cpu call: `load` is
+    :func:`load` (naming `path` in errors); every other attribute is torch's."""
+
+    def __init__(self, torch_module, path):
+        self._torch, self._path = torch_module, path
+
+    def load(self, f, map_location=None, **_ignored):  # fairseq passes map_location=torch.device("cpu")
+        return load(f, name=self._path, map_location=map_location)
+
+    def __getattr__(self, attr):
+        return getattr(self._torch, attr)
+
+
+def _reading_safely(checkpoint_utils, original):
+    """`original` (a function of fairseq.checkpoint_utils whose first argument is the checkpoint's path) with the
+    module's `torch` name swapped for a _TorchReadingSafely during the call, and restored after it."""
+    @functools.wraps(original)
+    def wrapped(path, *args, **kwargs):
+        previous = checkpoint_utils.torch
+        checkpoint_utils.torch = _TorchReadingSafely(getattr(previous, "_torch", previous), path)
+        try:
+            return original(path, *args, **kwargs)
+        finally:
+            checkpoint_utils.torch = previous
+
+    wrapped._compgen_wrapped = True
+    return wrapped
+
+
+# fairseq's functions that read a checkpoint file with torch.load: the loader of fairseq-generate/-train/eval, and
+# the one of fairseq-train --ema-seed-model
+WRAPPED = ("load_checkpoint_to_cpu", "load_ema_from_checkpoint")
 
 
 def wrap_fairseq_loader() -> None:
-    """Wrap fairseq's load_checkpoint_to_cpu once (idempotent)."""
+    """Make fairseq's checkpoint readers (WRAPPED) read through :func:`load` (idempotent). Each one's
+    `torch.load(f, ...)` is the only torch.load in it; the wrapper swaps the `torch` name of
+    fairseq.checkpoint_utils for the call (one load at a time, as fairseq loads), so the rest (PathManager, the
+    config, `_upgrade_state_dict`) stays fairseq's code. fairseq's other callers look these functions up in the
+    module at call time (`checkpoint_utils.load_checkpoint_to_cpu(...)`, or a global of the module), so they
+    get the wrapped ones."""
     from fairseq import checkpoint_utils
 
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_compgen_wrapped", False):
-        return
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(*args, **kwargs):
-        previous = os.environ.get(_VAR)
-        os.environ[_VAR] = "1"
-        try:
-            return original(*args, **kwargs)
-        finally:
-            if previous is None:
-                del os.environ[_VAR]
-            else:
-                os.environ[_VAR] = previous
-
-    load_checkpoint_to_cpu._compgen_wrapped = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    for name in WRAPPED:
+        original = getattr(checkpoint_utils, name)
+        if not getattr(original, "_compgen_wrapped", False):
+            setattr(checkpoint_utils, name, _reading_safely(checkpoint_utils, original))

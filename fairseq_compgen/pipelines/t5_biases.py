@@ -9,7 +9,8 @@ The border columns stand for every distance beyond the span ("<=-s", ">=s").
 
     fairseq-compgen plot t5-biases checkpoints/checkpoint_last.pt -o t5_biases.png
 
-Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict).
+Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict), read with the safe
+loader (fairseq_compgen/checkpoint_loading.py).
 """
 import argparse
 import re
@@ -17,6 +18,8 @@ import sys
 from typing import Dict, List, Tuple
 
 import torch
+
+from fairseq_compgen.checkpoint_loading import load
 
 KEY = re.compile(r"^(encoder|decoder)\.stack\.layers\.(\d+)\.self_attn\.scorer\.relative_bias$")
 
@@ -75,7 +78,7 @@ def main(argv=None) -> None:
     p.add_argument("checkpoint", help="fairseq checkpoint (.pt) or a saved state dict")
     p.add_argument("-o", "--output", default="t5_biases.png", help="PNG to write (default: %(default)s)")
     a = p.parse_args(argv)
-    ckpt = torch.load(a.checkpoint, map_location="cpu", weights_only=False)  # fairseq pickles its args
+    ckpt = load(a.checkpoint)  # the safe loader: a checkpoint holding code is refused (checkpoint_loading.py)
     state_dict = ckpt["model"] if isinstance(ckpt, dict) and "model" in ckpt else ckpt
     biases = relative_biases(state_dict)
     if not biases:

@@ -113,11 +113,13 @@ def finished(save: Path, args: Sequence[str]) -> Optional[int]:
     budget, ckpt = max_update(args), save / "checkpoint_last.pt"
     if budget is None or not ckpt.is_file():
         return None
-    import torch
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)  # fairseq's own checkpoint
+        state = load(ckpt)  # the safe loader (checkpoint_loading.py)
         done = int(state["optimizer_history"][-1]["num_updates"])
+    except UntrustedCheckpointError:  # holds a disallowed type: refused here, in one line
+        raise
     except Exception:  # unreadable: fairseq-train reports that itself (tasks/checkpoint_guard.py)
         return None
     return done if done >= budget else None
