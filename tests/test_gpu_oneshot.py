@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from fairseq_compgen import checkpoint_loading
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
         "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
@@ -44,7 +46,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     log = _oneshot(long, tmp_path / "out1", tmp_path / "machine1", slice_s=30)
     assert "status 124" in log  # the slice ended the training
     carried = tmp_path / "out1" / "carry" / "scan" / "rel_uni" / "seed1"
-    state = __import__("torch").load(carried / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = checkpoint_loading.load(carried / "checkpoint_last.pt")
     first = state["optimizer_history"][-1]["num_updates"]
     assert first >= 5 and (carried / "command.txt").is_file()
     rates = json.loads((tmp_path / "out1" / "steps_per_s.json").read_text())
