@@ -107,6 +107,13 @@ def test_compgen_eval_scores_gen(trained, scan):
     r = json.loads((save / "eval" / "gen.json").read_text())
     assert r["n"] == 2624, out
     assert "gen" in out and "exact-match accuracy" in out
+    # the accuracy counted independently from the generate output eval kept: hypothesis == reference, token for token
+    gen = (save / "eval" / "gen.generate.txt").read_text()
+    H = {m.group(1): m.group(2).split() for m in re.finditer(r"^H-(\d+)\t\S+\t?(.*)$", gen, flags=re.M)}
+    T = {m.group(1): m.group(2).split() for m in re.finditer(r"^T-(\d+)\t?(.*)$", gen, flags=re.M)}
+    assert len(H) == len(T) == 2624
+    correct = sum(H[i] == T[i] for i in T)
+    assert r["correct"] == correct and r["accuracy"] == pytest.approx(correct / 2624)
 
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):

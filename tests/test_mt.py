@@ -126,6 +126,17 @@ def test_flores_end_to_end_bleu(tmp_path):
         assert res["signature"].startswith("nrefs:1|") and ("tok:none" in res["signature"]) == tokenized
     res = bleu.main([str(tmp_path / "gen.txt")])
     assert "\u2581" not in "".join(bleu.remove_bpe(r, "sentencepiece") for r in refs)
+    # the same BLEU computed independently: sentencepiece pieces joined back into words, sacrebleu's defaults
+    import sacrebleu
+
+    def decode(pieces):
+        return "".join(pieces.split()).replace("\u2581", " ").strip()
+
+    H = {int(m.group(1)): m.group(2) for m in re.finditer(r"^H-(\d+)\t\S+\t(.*)$", gen, flags=re.M)}
+    T = {int(m.group(1)): m.group(2) for m in re.finditer(r"^T-(\d+)\t(.*)$", gen, flags=re.M)}
+    order = sorted(T)
+    expected = sacrebleu.corpus_bleu([decode(H[i]) for i in order], [[decode(T[i]) for i in order]]).score
+    assert res["bleu"] == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("script, argv", [("iwslt14", []), ("flores", ["--direction", "ne-en"]), ("noun_adj", [])])
@@ -298,6 +309,14 @@ def test_europarl_train_comp_validation_generate_comp_and_bleu(europarl, tmp_pat
     (tmp_path / "gen.txt").write_text(gen, encoding="utf-8")
     res = comp.main([str(tmp_path / "gen.txt"), "--meta", str(data / "test.comp")])
     assert res["n"] == n_test and 0 <= res["hits"] <= n_test
+    # COMP counted independently from the H- lines and the metadata: a hit is a hypothesis holding one of the
+    # adjective's forms and one of the noun's forms as words (Chaabouni et al. §5)
+    H = {int(m.group(1)): set(w for w in re.split(r"[\W_]+", m.group(2).replace("@@ ", "").lower()) if w)
+         for m in re.finditer(r"^H-(\d+)\t\S+\t(.*)$", gen, flags=re.M)}  # BPE joined, lowercased, words
+    meta = [line.split("\t") for line in (data / "test.comp").read_text(encoding="utf-8").splitlines()]
+    hits = sum(bool(H[i] & set(m[2].lower().split(","))) and bool(H[i] & set(m[3].lower().split(",")))
+               for i, m in enumerate(meta))
+    assert res["hits"] == hits and res["comp"] == pytest.approx(hits / n_test)
     assert 0.0 <= bleu.main([str(tmp_path / "gen.txt")])["bleu"] <= 100.0
 
 
