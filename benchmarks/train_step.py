@@ -146,7 +146,10 @@ def main(argv=None):
     if a.json:
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"device": a.device, "rows": rows}, f, indent=1)
+            from fairseq_compgen.pipelines import train
+
+            json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": train.commit(),
+                       "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
 
 

@@ -72,8 +72,11 @@ def main(argv=None):
         rows.append(r)
         print(f"{arch:30s} {r['one_pass_s']:10.2f} {r['two_passes_s']:12.2f} {r['ratio']:6.2f}", flush=True)
     if a.json:
+        from fairseq_compgen.pipelines import train
+
         with open(a.json + ".tmp", "w") as f:
-            json.dump({"rows": rows, "threads": torch.get_num_threads()}, f, indent=1)
+            json.dump({"command": " ".join(sys.argv), "commit": train.commit(), "machine": json.loads(train.machine(True)),
+                       "rows": rows}, f, indent=1)
         Path(a.json + ".tmp").replace(a.json)
 
 
