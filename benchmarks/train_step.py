@@ -100,6 +100,8 @@ def main(argv=None):
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    from fairseq_compgen.pipelines.train import commit
+    started_at = commit()  # read before measuring: a commit made while it runs must not be recorded instead
     if a._one:
         print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast")))
         return
@@ -148,7 +150,7 @@ def main(argv=None):
         with open(tmp, "w") as f:
             from fairseq_compgen.pipelines import train
 
-            json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": train.commit(),
+            json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": started_at,
                        "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
 

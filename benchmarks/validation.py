@@ -23,6 +23,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="also write the rows here")
     a = p.parse_args(argv)
+    from fairseq_compgen.pipelines.train import commit
+    started_at = commit()  # read before measuring: a commit made while it runs must not be recorded instead
     import torch
 
     from fairseq import options, tasks
@@ -75,7 +77,7 @@ def main(argv=None):
         from fairseq_compgen.pipelines import train
 
         with open(a.json + ".tmp", "w") as f:
-            json.dump({"command": " ".join(sys.argv), "commit": train.commit(), "machine": json.loads(train.machine(True)),
+            json.dump({"command": " ".join(sys.argv), "commit": started_at, "machine": json.loads(train.machine(True)),
                        "rows": rows}, f, indent=1)
         Path(a.json + ".tmp").replace(a.json)
 
