@@ -49,6 +49,7 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
     mkdir -p "$dest.tmp/eval"
     cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
     cp "$d"/eval/*.json "$dest.tmp/eval/"
+    for f in data.json options_changed.txt; do if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi; done
     data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
     (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
     rm -rf "$dest"; mv "$dest.tmp" "$dest"

@@ -112,32 +112,52 @@ RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorb
 def train_options(command: Path) -> Dict[str, object]:
     """The fairseq-train options of a run's command.txt (train.py writes it), the last of a repeated option winning
     as in argparse, without RUN_SPECIFIC ones and the data folder (its path depends on the machine)."""
-    words = shlex.split(command.read_text())
-    options: Dict[str, object] = {}
-    i = 1  # words[0] is fairseq-train, words[1] the data folder
-    while i < len(words):
-        word = words[i]
-        if word.startswith("--"):
-            has_value = i + 1 < len(words) and not words[i + 1].startswith("--")
-            options[word] = words[i + 1] if has_value else True
-            i += 2 if has_value else 1
-        else:
-            i += 1  # a positional word: the data folder
+    from fairseq_compgen.pipelines.train import fairseq_options
+
+    options = fairseq_options(shlex.split(command.read_text()))
     return {k: v for k, v in options.items() if k not in RUN_SPECIFIC}
 
 
-def check_alike(runs: List[dict]) -> None:
-    """Pooled folders' finished runs of one (dataset, configuration) must have been trained with the same
-    fairseq-train options (train_options); UsageError naming the first pair that differs and how."""
+def data_sha256(run: dict) -> Optional[str]:
+    """The data fingerprint a run recorded (data.json, written by fairseq-compgen train), or None for runs made
+    before it was recorded."""
+    path = Path(run["dir"]) / "data.json"
+    return json.loads(path.read_text()).get("sha256") if path.is_file() else None
+
+
+def check_alike(runs: List[dict], pooled: bool = True) -> None:
+    """Finished runs of one (dataset, configuration) must have been trained with the same fairseq-train options
+    (train_options), and every run of a dataset on the same data (data.json, where recorded); UsageError naming the
+    first pair that differs and how. Runs without command.txt (made by hand) are refused only when several folders
+    are `pooled`; in one folder they are left unchecked."""
     first: Dict[Tuple[str, str], Tuple[Path, Dict[str, object]]] = {}
+    data: Dict[str, Tuple[Path, str]] = {}
     for r in runs:
         if not _finished(r):
             continue
+        sha = data_sha256(r)
+        if sha is not None:  # every run of a dataset on the same data, whatever the folder's path
+            seen = data.setdefault(r["dataset"], (Path(r["dir"]), sha))
+            if seen[1] != sha:
+                raise UsageError(f"{seen[0]} and {r['dir']} were trained on different data for dataset "
+                                 f"{r['dataset']!r} (data.json sha256 {seen[1][:12]} vs {sha[:12]}): their seeds "
+                                 f"cannot be pooled")
         command = Path(r["dir"]) / "command.txt"
+        if not command.is_file() and not pooled:
+            continue
         if not command.is_file():
             raise UsageError(f"{command}: missing, so this run cannot be checked against the other folders' runs "
                              f"(pool only runs made by fairseq-compgen sweep)")
-        options = train_options(command)
+        # the budget is compared as trained (done.json's num_updates), not as first asked: a run resumed to a
+        # larger --max-update keeps its first command in command.txt
+        options = {k: v for k, v in train_options(command).items() if k not in ("--max-update", "--max-epoch")}
+        try:
+            done = json.loads((Path(r["dir"]) / DONE).read_text() or "{}")
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{Path(r['dir']) / DONE}: not valid JSON ({e.msg}, line {e.lineno}): a half-written "
+                             f"record; rerun the sweep to finish the run") from None
+        if "num_updates" in done:
+            options["updates trained"] = done["num_updates"]
         key = r["dataset"], r["config"]
         if key not in first:
             first[key] = command, options
@@ -171,8 +191,7 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
             if before is None or _finished(r):
                 chosen[key] = r
     runs = list(chosen.values())
-    if len(plans) > 1:
-        check_alike(runs)
+    check_alike(runs, pooled=len(plans) > 1)  # also within one folder: data re-prepared, options edited between runs
     return plans[0]["spec"], runs
 
 
@@ -389,7 +408,8 @@ def write_runs_csv(path, rows: List[dict], metric: str) -> None:
 
 
 # what --export keeps of a run: its records and results, not its checkpoints
-EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "command.history")
+EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "command.history",
+            "data.json")
 
 
 def _metric_line(line: str) -> bool:

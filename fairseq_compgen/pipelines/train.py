@@ -17,13 +17,17 @@ Flags after SAVE go to fairseq-train and win over the recipe (fairseq takes the 
 a rerun of a run whose checkpoint_last.pt is already at --max-update does nothing. SAVE/command.txt (the exact
 fairseq-train command), launch.txt (this command line), commit.txt (the package's git HEAD, then "dirty" when
 tracked files differ) and machine.txt (where it trains: host, CPU, cores, threads, GPU, torch; one JSON line) keep
-what the run's first command was; every invocation is appended, dated, to SAVE/*.history. OMP_WAIT_POLICY
+what the run's first command was, and data.json the sha256 of every file of DATA; every invocation is appended,
+dated, to SAVE/*.history. A resumed run must train on the same data and with the same fairseq-train options
+(but where it logs and --max-update / --max-epoch), unless --resume-with-other-options (then recorded in
+SAVE/options_changed.txt). OMP_WAIT_POLICY
 defaults to PASSIVE (set by the `fairseq-compgen` command; README, "Speed on CPU").
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import shlex
@@ -61,6 +65,67 @@ def check_data(data: Path) -> None:
     if not list(data.glob("train.*.idx")) and not (data / "train.parent").is_file():
         raise UsageError(f"{data} has dictionaries but no binarized train subset (train.*.idx): rerun its "
                          f"`fairseq-compgen prep` command")
+
+
+def data_fingerprint(data: Path) -> dict:
+    """What a run trains on, whatever the folder's path: the sha256 of every file directly in the data folder
+    (binarized subsets, dictionaries, category files; hidden files left out) and one sha256 over that list."""
+    files = {}
+    for f in sorted(p for p in data.iterdir() if p.is_file() and not p.name.startswith(".")):
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        files[f.name] = h.hexdigest()
+    return {"sha256": hashlib.sha256("".join(f"{k} {v}\n" for k, v in files.items()).encode()).hexdigest(),
+            "files": files}
+
+
+def fairseq_options(words: Sequence[str]) -> dict:
+    """The options of a fairseq-train command line (words[0] is the program), the last of a repeated option
+    winning as in argparse; a flag without a value is True; positional words (the data folder) are left out."""
+    options, i = {}, 1
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            has_value = i + 1 < len(words) and not words[i + 1].startswith("--")
+            options[word] = words[i + 1] if has_value else True
+            i += 2 if has_value else 1
+        else:
+            i += 1
+    return options
+
+
+# options a resumed run may change: where it runs and logs, and how long it trains (a run continued to a larger
+# --max-update is the same run, longer)
+RESUME_MAY_CHANGE = {"--save-dir", "--user-dir", "--log-format", "--log-interval", "--tensorboard-logdir",
+                     "--wandb-project", "--cpu", "--num-workers", "--max-update", "--max-epoch"}
+OTHER_OPTIONS_FLAG = "--resume-with-other-options"
+
+
+def check_resume(save: Path, command: Sequence[str], fingerprint: dict, allow_other_options: bool) -> None:
+    """A run resumed from SAVE/checkpoint_last.pt must train on the same data (data.json) and, unless
+    --resume-with-other-options, with the same fairseq-train options as its first command (command.txt) but
+    RESUME_MAY_CHANGE: otherwise the checkpoint would continue under settings its records do not name."""
+    if not (save / "checkpoint_last.pt").is_file():
+        return
+    recorded = save / "data.json"
+    if recorded.is_file():
+        before = json.loads(recorded.read_text()).get("sha256")
+        if before != fingerprint["sha256"]:
+            raise UsageError(f"{save}/checkpoint_last.pt was trained on other data than {command[1]} (data.json "
+                             f"sha256 {str(before)[:12]} vs {fingerprint['sha256'][:12]}): resume it on its own data, "
+                             f"or train into a new folder")
+    if allow_other_options or not (save / "command.txt").is_file():
+        return
+    old = fairseq_options(shlex.split((save / "command.txt").read_text()))
+    new = fairseq_options(list(command))
+    diff = sorted(k for k in set(old) | set(new) if k not in RESUME_MAY_CHANGE and old.get(k) != new.get(k))
+    if diff:
+        shown = "; ".join(f"{k} {old.get(k, '(absent)')} -> {new.get(k, '(absent)')}" for k in diff[:4])
+        raise UsageError(f"{save} holds a run started with other fairseq-train options than this command's ({shown}; "
+                         f"{save}/command.txt has the first): train into a new folder, or pass {OTHER_OPTIONS_FLAG} "
+                         f"to continue it anyway (recorded in {save}/options_changed.txt)")
 
 
 def fairseq_args(a: argparse.Namespace) -> List[str]:
@@ -189,7 +254,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["--torchrun-worker"]:
         return worker(argv[1:])
     dry_run = "--dry-run" in argv  # anywhere: flags after SAVE belong to fairseq-train, which has no --dry-run
-    a = parser().parse_args([x for x in argv if x != "--dry-run"])
+    other_options = OTHER_OPTIONS_FLAG in argv  # the same
+    a = parser().parse_args([x for x in argv if x not in ("--dry-run", OTHER_OPTIONS_FLAG)])
     a.dry_run = dry_run
     data, save = Path(a.data), Path(a.save)
     if a.nprocs < 0 or a.gpus < 1:
@@ -206,6 +272,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
+    fingerprint = data_fingerprint(data)
+    check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
+    if other_options and (save / "checkpoint_last.pt").is_file():
+        with open(save / "options_changed.txt", "a", encoding="utf-8") as f:
+            f.write(f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')} resumed with "
+                    f"{OTHER_OPTIONS_FLAG}: {shlex.join(command)}\n")
+    record(save, "data.json", json.dumps(fingerprint))
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))
     record(save, "commit.txt", commit())

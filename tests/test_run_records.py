@@ -1,0 +1,70 @@
+"""Issue 23 item 3: a run records the data it trained on (data.json), a resume must use the same data and the same
+fairseq-train options (or say --resume-with-other-options, which is recorded), and the aggregator refuses to pool
+runs of one dataset trained on different data, also within one folder."""
+import json
+import shutil
+
+import pytest
+
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines import aggregate, train
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_data_fingerprint_follows_content_not_path(scan_bin, tmp_path):
+    a = train.data_fingerprint(scan_bin)
+    b = train.data_fingerprint(_copy(scan_bin, tmp_path / "elsewhere"))
+    assert a == b and set(a["files"]) == {f.name for f in scan_bin.iterdir() if f.is_file()}
+    (tmp_path / "elsewhere" / "dict.tgt.txt").write_text((scan_bin / "dict.tgt.txt").read_text() + "extra 1\n")
+    assert train.data_fingerprint(tmp_path / "elsewhere")["sha256"] != a["sha256"]
+
+
+def _started_run(save, data, flags):
+    """A run folder as fairseq-compgen train leaves it after its first updates: its records and a checkpoint."""
+    save.mkdir(parents=True)
+    (save / "command.txt").write_text("fairseq-train " + str(data) + " " + flags + f" --save-dir {save}\n")
+    (save / "data.json").write_text(json.dumps(train.data_fingerprint(data)))
+    (save / "checkpoint_last.pt").write_bytes(b"not read by these checks")
+
+
+def test_resume_refuses_other_options_and_other_data(scan_bin, tmp_path):
+    save = tmp_path / "run"
+    _started_run(save, scan_bin, "--arch rel_uni_transformer_scan --lr 1e-3 --max-update 100 --seed 1")
+    fp = train.data_fingerprint(scan_bin)
+    same = ["fairseq-train", str(scan_bin), "--arch", "rel_uni_transformer_scan", "--lr", "1e-3", "--seed", "1"]
+    train.check_resume(save, same + ["--max-update", "5000", "--save-dir", str(save)], fp, False)  # longer: fine
+    with pytest.raises(UsageError, match=r"other fairseq-train options .*--lr 1e-3 -> 5e-4.*--resume-with-other-options"):
+        train.check_resume(save, [*same[:5], "5e-4", "--seed", "1"], fp, False)
+    train.check_resume(save, [*same[:5], "5e-4", "--seed", "1"], fp, True)  # said explicitly
+    other = _copy(scan_bin, tmp_path / "other")
+    (other / "train.src-tgt.src.bin").write_bytes((scan_bin / "train.src-tgt.src.bin").read_bytes()[::-1])
+    with pytest.raises(UsageError, match=r"trained on other data"):
+        train.check_resume(save, same, train.data_fingerprint(other), True)
+
+
+def test_train_command_refuses_before_training_and_records_an_allowed_change(scan_bin, tmp_path):
+    save = tmp_path / "run"
+    _started_run(save, scan_bin, "--arch rel_uni_transformer_scan --lr 1e-3")
+    with pytest.raises(UsageError, match="--resume-with-other-options"):
+        train.main(["--cpu", "rel_uni_transformer_scan", str(scan_bin), str(save), "--lr", "5e-4"])
+    assert not (save / "options_changed.txt").exists()
+
+
+def test_aggregate_refuses_runs_of_one_folder_trained_on_different_data(scan_bin, tmp_path):
+    from test_pipelines import _fake_sweep  # the fake sweep folder of the aggregation tests
+
+    _fake_sweep(tmp_path / "out", {("scan", "a"): {1: {"gen": 0.1}, 2: {"gen": 0.2}}})
+    other = _copy(scan_bin, tmp_path / "other")
+    (other / "dict.src.txt").write_text((scan_bin / "dict.src.txt").read_text() + "extra 1\n")
+    for seed, data in ((1, scan_bin), (2, scan_bin)):
+        run = tmp_path / "out" / "scan" / "a" / f"seed{seed}"
+        (run / "command.txt").write_text(f"fairseq-train {data} --arch compgen_transformer --seed {seed}\n")
+        (run / "data.json").write_text(json.dumps(train.data_fingerprint(data)))
+    aggregate.collect(tmp_path / "out")  # the same data: pooled
+    (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(other)))
+    with pytest.raises(UsageError, match=r"trained on different data for dataset 'scan'"):
+        aggregate.collect(tmp_path / "out")
