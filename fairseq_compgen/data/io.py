@@ -89,6 +89,27 @@ def _refuse_file(path: Path) -> None:
                          f"move the file away or choose another output")
 
 
+def _begin(path: Path, restore) -> Path:
+    """Before staging into `path`: refuse a plain file there, make its parent, remove a killed process's staging
+    folders and hand each of its moved-aside folders to `restore(old, path)`."""
+    path = Path(path)
+    _refuse_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in _stale(path.parent, f".{path.name}.tmp-"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in _stale(path.parent, f".{path.name}.old-"):
+        restore(p, path)
+    return path
+
+
+def _put_back_whole(old: Path, path: Path) -> None:
+    """A folder moved aside whole goes back if `path` is missing, else it is stale."""
+    if not path.exists():
+        os.replace(old, path)
+    else:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 @contextmanager
 def staged_dir(path: PathLike) -> Iterator[Path]:
     """Yields an empty staging folder ``.<name>.tmp-<pid>`` beside the folder ``path``, in which a folder that is
@@ -102,16 +123,7 @@ def staged_dir(path: PathLike) -> Iterator[Path]:
     missing.  A plain file at ``path`` is refused (UsageError), not moved aside.  An output folder a user names,
     which may hold other files, is :func:`staged_files`' instead.
     """
-    path = Path(path)
-    _refuse_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for p in _stale(path.parent, f".{path.name}.tmp-"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in _stale(path.parent, f".{path.name}.old-"):
-        if not path.exists():
-            os.replace(p, path)
-        else:
-            shutil.rmtree(p, ignore_errors=True)
+    path = _begin(path, _put_back_whole)
     stage = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     shutil.rmtree(stage, ignore_errors=True)
@@ -176,13 +188,7 @@ def staged_files(path: PathLike) -> Iterator[Path]:
     while renaming puts them back. A plain file at ``path``, or a file where a folder of the output must go (or
     the reverse), is refused (UsageError) before anything is moved.
     """
-    path = Path(path)
-    _refuse_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for p in _stale(path.parent, f".{path.name}.tmp-"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in _stale(path.parent, f".{path.name}.old-"):
-        _restore_old(p, path)
+    path = _begin(path, _restore_old)
     stage = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     shutil.rmtree(stage, ignore_errors=True)
