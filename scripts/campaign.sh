@@ -12,7 +12,7 @@
 # launch.txt, commit.txt, machine.txt, settings.json, train.log) are copied to results/campaign/<sweep>/<run>/ and
 # committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=${CAMPAIGN_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 STATE=${STATE:-/work/campaign}
 THREADS=${THREADS:-1}
 JOBS=${JOBS:-1}
@@ -25,6 +25,10 @@ HEAD=$(git rev-parse HEAD)
 mkdir -p "$STATE"
 TREE="$STATE/tree-${HEAD:0:12}"
 [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
+# bash reads a script as it runs: go on from the worktree's copy, which no edit in this checkout can change
+if [ "$(cd "$(dirname "$0")" && pwd)" != "$TREE/scripts" ]; then
+  CAMPAIGN_REPO=$REPO exec bash "$TREE/scripts/campaign.sh" "$@"
+fi
 PY=${PY:-$REPO/.venv/bin/python}
 QUEUE=${QUEUE:-campaign/queue.txt}  # relative to the checkout
 export PYTHONPATH="$TREE" OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
@@ -45,17 +49,21 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
   for d in runs/"$name"/*/*/seed*/; do
     [ -f "$d/done.json" ] || continue
     rel=${d#runs/}; rel=${rel%/}; dest="$REPO/results/campaign/$rel"
-    [ -f "$dest/done.json" ] && continue
-    mkdir -p "$dest.tmp/eval"
-    cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
-    cp "$d"/eval/*.json "$dest.tmp/eval/"
-    for f in data.json options_changed.txt; do if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi; done
-    data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
-    (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
-    rm -rf "$dest"; mv "$dest.tmp" "$dest"
+    if git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$rel/done.json" >/dev/null 2>&1; then
+      continue  # committed already
+    fi
+    if [ ! -f "$dest/done.json" ]; then  # else copied by a campaign stopped before its commit: commit it now
+      mkdir -p "$dest.tmp/eval"
+      cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
+      cp "$d"/eval/*.json "$dest.tmp/eval/"
+      for f in data.json options_changed.txt; do if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi; done
+      data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
+      (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
+      rm -rf "$dest"; mv "$dest.tmp" "$dest"
+    fi
     acc=$("$PY" -c "import json, sys; a = json.load(open(sys.argv[1])).get('accuracy') or {}
 print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (int, float))))" "$dest/done.json" || true)
-    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; commit ${HEAD:0:12})"
+    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt"))"
     for i in 1 2 3 4 5; do
       git -C "$REPO" add -- "results/campaign/$rel" && git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" && break
       sleep 5
