@@ -69,9 +69,15 @@ configurations:
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert (state / f"tree-{head[:12]}").is_dir()  # trained from the worktree, outside the working tree
 
-    p = _campaign(repo, state)  # restarted: everything is done, nothing is trained or committed again
-    assert p.returncode == 0 and "committed" not in p.stdout and p.stdout.count("skip") >= 2, p.stdout
+    # a campaign stopped between copying a run's files and committing them: the next one commits them
+    _git(repo, "reset", "-q", "HEAD~1")
+    last = "tiny/scan/rel_uni/seed1"
+    assert (repo / "results" / "campaign" / last / "done.json").is_file()
+    p = _campaign(repo, state)  # restarted: everything is done, nothing is trained again
+    assert p.returncode == 0 and p.stdout.count("skip") >= 2, p.stdout
+    assert p.stdout.count("committed") == 1 and f"committed {last}" in p.stdout, p.stdout
     assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 2
+    assert _git(repo, "status", "--porcelain") == ""
 
     (repo / "README.md").write_text("edited\n")
     p = _campaign(repo, state)
