@@ -169,6 +169,29 @@ def test_cogs_lf_needs_a_train_file_and_reads_the_cogs_gen_set(tmp_path):
     assert len(lines(split / "train.src")) == 50 and len(lines(split / "test.src")) == 4046
 
 
+def test_without_a_local_copy_the_authors_files_are_downloaded(tmp_path, monkeypatch):
+    """No network in tests: urlopen serves the shared copy, by the path after the authors' raw URL."""
+    import io
+
+    from fairseq_compgen.data import download
+
+    asked = []
+
+    def fake_urlopen(url, timeout=None):
+        asked.append(url)
+        assert url.startswith("https://raw.githubusercontent.com/bingzhilee/SLOG/main/data/")
+        return io.BytesIO((SLOG_DIR / url[len(slog.RAW_URL):]).read_bytes())
+
+    monkeypatch.setattr(download.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setenv("FAIRSEQ_COMPGEN_CACHE", str(tmp_path / "cache"))
+    prep.main(["slog", "--out", str(tmp_path / "out"), "--no-binarize"])
+    assert sorted(u[len(slog.RAW_URL):] for u in asked) == [
+        "generalization_sets.zip", "varfree_LF/dev.tsv", "varfree_LF/test.tsv", "varfree_LF/train.tsv"]
+    assert (tmp_path / "cache" / "slog" / "generalization_sets.zip").read_bytes() == \
+        (SLOG_DIR / "generalization_sets.zip").read_bytes()
+    assert len(lines(tmp_path / "out" / "varfree_LF" / "gen.cat")) == 17000
+
+
 # ---- the one-file registry ------------------------------------------------------------------------------------
 
 TOY = '''"""Toy: reverse three-letter words (a one-file dataset for the tests).
@@ -218,13 +241,13 @@ def test_a_one_file_dataset_outside_the_package_is_prepared(tmp_path):
     assert json.loads(last) == []
     assert any(l.split()[:4] == ["toy", "Toy:", "reverse", "three-letter"] for l in listing), p.stdout
     assert any(l.split()[:1] == ["slog"] for l in listing)
-    run([*COMPGEN, "prep", "toy", "--out", tmp_path / "b"], env=env)
+    run([*COMPGEN, "prep", "toy", "--out", tmp_path / "b", "--no-binarize"], env=env)
     assert len(lines(tmp_path / "b" / "default" / "train.src")) == 32
     # a declared count that differs is refused, naming the dataset
-    run([*COMPGEN, "prep", "toy", "--out", tmp_path / "c"], env={prep.ENV: str(folder / "toy.py")})  # a file
+    run([*COMPGEN, "prep", "toy", "--out", tmp_path / "c", "--no-binarize"], env={prep.ENV: str(folder / "toy.py")})
     assert len(lines(tmp_path / "c" / "default" / "valid.tgt")) == 3
     (folder / "toy.py").write_text(TOY.replace('expected={"valid": 3', 'expected={"valid": 4'))
-    p = run([*COMPGEN, "prep", "toy", "--out", tmp_path / "d"], env=env, ok=False)
+    p = run([*COMPGEN, "prep", "toy", "--out", tmp_path / "d", "--no-binarize"], env=env, ok=False)
     assert p.returncode != 0 and "toy default: counts differ from the published statistics: valid: 3 examples, " \
                                  "expected 4" in p.stderr
     assert not (tmp_path / "d").exists() or not list((tmp_path / "d").rglob("*.src"))
@@ -243,6 +266,9 @@ def test_registry_refuses_a_taken_name_and_a_module_without_a_dataset(tmp_path, 
     assert "plain" not in prep.names() and "bad" in prep.names()
     with pytest.raises(UsageError, match=r"plain.py: not a dataset"):
         prep.module(str(tmp_path / "plain.py"))
+    (tmp_path / "broken.py").write_text('"""Broken."""\nDATASET = Dataset(\n')
+    with pytest.raises(UsageError, match=r"broken.py:2: expected Python \(a one-file dataset\)"):
+        prep.names()
 
 
 # ---- end to end: a tiny model on a SLOG subsample ----------------------------------------------------------------

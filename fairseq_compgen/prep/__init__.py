@@ -52,7 +52,10 @@ def declares_dataset(path: Path) -> Optional[str]:
     text = path.read_text(encoding="utf-8")
     if not _MARKER.search(text):
         return None
-    tree = ast.parse(text, filename=str(path))
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise UsageError(f"{path}:{e.lineno}: expected Python (a one-file dataset): {e.msg}") from None
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == "DATASET" for t in targets):
