@@ -29,9 +29,10 @@ TYPES = {"PP_3", "PP_5-12", "CP_3", "CP_5-12", "center_embed_3", "center_embed_5
          "Q_dobj_ditransV", "Q_iobj_ditransV", "Q_modified_NPs", "Q_long_mv"}
 
 
-def run(cmd, env=None, ok=True):
-    env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
-    p = subprocess.run([str(c) for c in cmd], cwd=REPO, env=env, capture_output=True, text=True)
+def run(cmd, env=None, ok=True, cwd=REPO):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               **(env or {}))
+    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
     if ok:
         assert p.returncode == 0, f"{cmd[:4]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p
@@ -269,6 +270,29 @@ def test_registry_refuses_a_taken_name_and_a_module_without_a_dataset(tmp_path, 
     (tmp_path / "broken.py").write_text('"""Broken."""\nDATASET = Dataset(\n')
     with pytest.raises(UsageError, match=r"broken.py:2: expected Python \(a one-file dataset\)"):
         prep.names()
+
+
+def test_the_documented_toy_goes_through_prep_train_and_eval(tmp_path):
+    """The example of fairseq_compgen/data/dataset.py's docstring, its file and its three commands as written (the
+    model made tiny and trained 2 updates)."""
+    import shlex
+    import textwrap
+
+    from fairseq_compgen.data import dataset
+
+    doc = dataset.__doc__
+    code = textwrap.dedent(doc.split("A minimal one::\n")[1].split("\nThen,")[0])
+    (tmp_path / "toy.py").write_text(code)
+    commands = [l.split("#")[0].split() for l in doc.split("names)::\n")[1].split("\n\n")[0].splitlines()]
+    commands = [shlex.split(" ".join(c)) for c in commands if c]
+    assert [c[:2] for c in commands] == [["fairseq-compgen", "prep"], ["fairseq-compgen", "train"],
+                                         ["fairseq-compgen", "eval"]]
+    extra = {"train": [*TINY, "--max-update", "2", "--validate-interval-updates", "2", "--save-interval-updates", "2",
+                       "--num-workers", "0"]}
+    for c in commands:
+        run([*COMPGEN, *c[1:], *extra.get(c[1], [])], cwd=tmp_path)
+    result = json.loads((tmp_path / "runs" / "toy" / "eval" / "gen.json").read_text())
+    assert result["n"] == 1 and set(result["per_category"]) == {"x"}
 
 
 # ---- end to end: a tiny model on a SLOG subsample ----------------------------------------------------------------

@@ -12,7 +12,14 @@ files and folders of ``$FAIRSEQ_COMPGEN_DATASETS`` (``os.pathsep``-separated), o
     def read(args):   # subset -> (source, target[, category]) examples
         return {"train": [("a b", "A B", "x")] * 8, "valid": [("b a", "B A", "y")], "gen": [("a", "A", "x")]}
 
-    DATASET = Dataset(read=read, expected={"train": 8, "valid": 1, "gen": 1}, categories={"gen": 1})
+    DATASET = Dataset(read=read, expected={"train": 8, "valid": 1, "gen": 1}, categories={"gen": 1},
+                      folder=lambda args: "default")
+
+Then, as for any dataset (``default``: the output subfolder ``folder=`` names)::
+
+    fairseq-compgen prep ./toy.py --out data/toy
+    fairseq-compgen train --recipe csordas/cogs --cpu compgen_transformer data/toy/default/bin runs/toy
+    fairseq-compgen eval runs/toy/checkpoint_last.pt data/toy/default/bin gen --cpu   # per category: gen.cat
 
 The shared machinery does the rest (:func:`prepare`): ``--out`` and the options every prep has
 (:func:`~fairseq_compgen.data.binarize.add_common_args`: --joined-dictionary, --dict-from, --no-binarize,
