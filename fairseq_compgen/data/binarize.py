@@ -118,14 +118,18 @@ def nonempty_checker(what: str) -> Callable[[Dict[str, int]], None]:
     return check
 
 
-def count_checker(expected: Mapping[str, int], what: str, strict: bool = True) -> Callable[[Dict[str, int]], None]:
+def count_checker(expected: Mapping[str, int], what: str, strict: bool = True,
+                  sources: Optional[Mapping[str, str]] = None) -> Callable[[Dict[str, int]], None]:
     """A count check for :func:`prepare_split`: subsets in ``expected`` must have exactly that many examples.
 
     With ``strict=False`` a mismatch is printed as a warning instead of raising :class:`CountMismatch`.
+    ``sources`` (subset -> the file it was read from) names the file beside a subset whose count differs.
     """
+    sources = sources or {}
 
     def check(counts: Dict[str, int]) -> None:
-        bad = [f"{s}: {counts.get(s, 0)} examples, expected {n}" for s, n in expected.items() if counts.get(s, 0) != n]
+        bad = [f"{s}{f' ({sources[s]})' if s in sources else ''}: {counts.get(s, 0)} examples, expected {n}"
+               for s, n in expected.items() if counts.get(s, 0) != n]
         if bad:
             msg = f"{what}: counts differ from the published statistics: " + "; ".join(bad)
             if strict:
@@ -391,6 +395,7 @@ def prepare_split(
     workers: int = 1,
     dict_from: str = "train",
     side_files: Optional[Mapping[str, Union[str, bytes]]] = None,
+    sources: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, dict]:
     """Write text, check counts, binarize, verify and print: the whole pipeline for one split.
 
@@ -402,14 +407,15 @@ def prepare_split(
 
     Checked, in this order, before fairseq-preprocess runs: no subset is empty (:class:`EmptySubset`);
     ``expected`` (subset -> published count; ``strict_counts=False`` only warns); ``extra_check(counts)``
-    (e.g. that gen.cat has one line per gen example).  After binarizing, :func:`summarize` checks that the
+    (e.g. that gen.cat has one line per gen example); ``sources`` (subset -> file) names the file of a subset
+    whose count differs.  After binarizing, :func:`summarize` checks that the
     binaries hold exactly the examples of the text.  ``extra_files`` (name -> lines) are written beside the
     text and copied into ``bin/``.  Returns the summary of :func:`summarize`.
     """
     split_dir = Path(split_dir)
     checks = [nonempty_checker(title)]
     if expected:
-        checks.append(count_checker(expected, title, strict=strict_counts))
+        checks.append(count_checker(expected, title, strict=strict_counts, sources=sources))
     if extra_check is not None:
         checks.append(extra_check)
     with staged_files(split_dir) as stage:

@@ -50,7 +50,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("data", help="the data folder the model was trained on (or one with the same dictionaries)")
     p.add_argument("subsets", nargs="*", help="default: every subset of DATA but train")
     p.add_argument("--cpu", action="store_true", help="decode on CPU")
-    p.add_argument("--metric", choices=METRICS, default="exact_match")
+    p.add_argument("--metric", choices=METRICS, default=None,
+                   help="default: the metric DATA/dataset.json declares (a one-file dataset's prep writes it), "
+                        "else exact_match")
     p.add_argument("--generate-flags", default="", help="extra fairseq-generate flags, one string")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--out", help="output folder (default: CHECKPOINT's folder/eval for checkpoint_last.pt, "
@@ -209,8 +211,11 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from fairseq_compgen.data.dataset import declared_metric
+
     a = parser().parse_args(argv)
-    evaluate(a.checkpoint, a.data, a.subsets, a.cpu, a.metric, a.generate_flags, a.batch_size, a.out,
+    metric = a.metric or declared_metric(Path(a.data)) or "exact_match"
+    evaluate(a.checkpoint, a.data, a.subsets, a.cpu, metric, a.generate_flags, a.batch_size, a.out,
              overwrite=a.overwrite)
     return 0
 

@@ -8,17 +8,25 @@
 Each module ``fairseq_compgen.prep.<dataset>`` has ``main(argv)``; it is imported only when its dataset is
 asked for, so listing the datasets imports neither fairseq nor torch (the descriptions are read from the
 modules' docstrings without importing them).
+
+A dataset can also be one file (:mod:`fairseq_compgen.data.dataset`): a module assigning ``DATASET = Dataset(...)``
+at its top level, found in ``fairseq_compgen/data/`` (e.g. ``data/slog.py``), in the ``.py`` files and folders
+named by ``$FAIRSEQ_COMPGEN_DATASETS`` (``os.pathsep``-separated), or given as a path
+(``fairseq-compgen prep ./toy.py --out DIR``). Its name is its file name; it is imported only when asked for.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import importlib
+import importlib.util
+import os
+import re
 import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
-from typing import Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen.errors import UsageError
 
@@ -33,10 +41,71 @@ def summary(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
+ENV = "FAIRSEQ_COMPGEN_DATASETS"  # more one-file datasets: .py files or folders, os.pathsep-separated
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+_MARKER = re.compile(r"^DATASET\s*[:=]", re.M)
+
+
+def declares_dataset(path: Path) -> Optional[str]:
+    """The docstring of the module at ``path`` if it assigns ``DATASET`` at its top level (a one-file dataset),
+    else None; read from the source, not imported."""
+    text = path.read_text(encoding="utf-8")
+    if not _MARKER.search(text):
+        return None
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise UsageError(f"{path}:{e.lineno}: expected Python (a one-file dataset): {e.msg}") from None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "DATASET" for t in targets):
+            return ast.get_docstring(tree) or ""
+    return None
+
+
+def _candidates(entry: str) -> List[Path]:
+    path = Path(entry)
+    if path.is_dir():
+        return sorted(p for p in path.glob("*.py") if p.name != "__init__.py")
+    if path.is_file() and path.suffix == ".py":
+        return [path]
+    raise UsageError(f"${ENV}: {entry}: expected a .py file or a folder of them (one-file datasets)")
+
+
+def one_file_datasets() -> Dict[str, Path]:
+    """name -> file of every one-file dataset: ``fairseq_compgen/data/`` first, then ``$FAIRSEQ_COMPGEN_DATASETS``.
+    A name taken twice (or by a dataset of ``fairseq_compgen/prep/``) is a UsageError naming both."""
+    found: Dict[str, Path] = {}
+    entries = [str(DATA_DIR)] + [e for e in os.environ.get(ENV, "").split(os.pathsep) if e]
+    for entry in entries:
+        for path in _candidates(entry):
+            if declares_dataset(path) is None:
+                continue
+            name = path.stem
+            if name in DATASETS or name in found:
+                other = found.get(name) or Path(__file__).parent / f"{name}.py"
+                if other.resolve() == path.resolve():
+                    continue
+                raise UsageError(f"{path}: dataset name {name!r} is already taken by {other}: expected a file name "
+                                 f"that no other dataset has")
+            found[name] = path
+    return found
+
+
+def names() -> List[str]:
+    """Every dataset `fairseq-compgen prep` knows: those of ``fairseq_compgen/prep/``, then the one-file ones."""
+    return list(DATASETS) + list(one_file_datasets())
+
+
 def description(name: str) -> str:
-    """The summary of ``fairseq_compgen.prep.<name>``'s docstring, read from its source (not imported)."""
-    tree = ast.parse((Path(__file__).parent / f"{name}.py").read_text(encoding="utf-8"))
-    return summary(ast.get_docstring(tree) or "")
+    """The summary of the dataset's docstring, read from its source (not imported)."""
+    if name in DATASETS:
+        tree = ast.parse((Path(__file__).parent / f"{name}.py").read_text(encoding="utf-8"))
+        return summary(ast.get_docstring(tree) or "")
+    path = one_file_datasets().get(name)
+    if path is None:
+        raise UsageError(f"fairseq-compgen prep: unknown dataset {name!r} (known: {', '.join(names())})")
+    return summary(declares_dataset(path) or "")
 
 
 def argument_parser(name: str, doc: str) -> argparse.ArgumentParser:
@@ -45,26 +114,79 @@ def argument_parser(name: str, doc: str) -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def module(name: str) -> ModuleType:
-    """``fairseq_compgen.prep.<name>``; an unknown name raises UsageError listing the known ones."""
-    if name not in DATASETS:
-        raise UsageError(f"fairseq-compgen prep: unknown dataset {name!r} (known: {', '.join(DATASETS)})")
-    return importlib.import_module(f"{__name__}.{name}")
+class OneFileDataset:
+    """A one-file dataset module seen as a prep module: ``main(argv)`` prepares it."""
+
+    def __init__(self, name: str, module: ModuleType):
+        from fairseq_compgen.data.dataset import Dataset
+
+        self.name, self.module = name, module
+        self.dataset = getattr(module, "DATASET", None)
+        if not isinstance(self.dataset, Dataset):
+            raise UsageError(f"{module.__file__}: DATASET is a {type(self.dataset).__name__}: expected "
+                             f"fairseq_compgen.data.dataset.Dataset(...)")
+
+    def parse_args(self, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+        from fairseq_compgen.data import dataset
+
+        return dataset.parser(self.name, self.module.__doc__ or self.name, self.dataset).parse_args(argv)
+
+    def main(self, argv: Optional[Sequence[str]] = None) -> Dict[str, dict]:
+        from fairseq_compgen.data import dataset
+
+        return dataset.prepare(self.name, self.dataset, self.parse_args(argv))
+
+
+def load_file(path: Path) -> OneFileDataset:
+    """Import the one-file dataset at ``path`` (outside the package) under the name of its file."""
+    path = Path(path).resolve()
+    if declares_dataset(path) is None:
+        raise UsageError(f"{path}: not a dataset: expected a module assigning DATASET = Dataset(...) at its top level")
+    modname = f"fairseq_compgen_datasets.{path.stem}"
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return OneFileDataset(path.stem, mod)
+
+
+def module(name: str):
+    """``fairseq_compgen.prep.<name>``, or a one-file dataset (by name, or a path to its ``.py`` file), as an object
+    with ``main(argv)``; an unknown name raises UsageError listing the known ones."""
+    if name in DATASETS:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.endswith(".py") and Path(name).is_file():
+        return load_file(Path(name))
+    path = one_file_datasets().get(name)
+    if path is None:
+        raise UsageError(f"fairseq-compgen prep: unknown dataset {name!r} (known: {', '.join(names())}; "
+                         f"or the path of a one-file dataset's .py)")
+    if path.parent == DATA_DIR:
+        return OneFileDataset(name, importlib.import_module(f"fairseq_compgen.data.{name}"))
+    return load_file(path)
 
 
 def usage() -> str:
-    width = max(map(len, DATASETS)) + 2
-    lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options)",
+    found = one_file_datasets()
+    descriptions = {**{name: description(name) for name in DATASETS},
+                    **{name: summary(declares_dataset(path) or "") for name, path in found.items()}}
+    width = max(map(len, descriptions)) + 2
+    lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options;",
+             "       fairseq-compgen prep PATH.py [options]: a one-file dataset outside the package)",
              "", "datasets:"]
-    for name in DATASETS:
-        lines += textwrap.wrap(description(name), width=110, initial_indent=f"  {name:{width}}",
+    for name, text in descriptions.items():
+        lines += textwrap.wrap(text, width=110, initial_indent=f"  {name:{width}}",
                                subsequent_indent=" " * (width + 2))
     return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """`fairseq-compgen prep NAME ARGS...`: runs ``fairseq_compgen.prep.<NAME>.main(ARGS)``; no NAME or --help lists the
-    datasets."""
+    """`fairseq-compgen prep NAME ARGS...`: runs ``fairseq_compgen.prep.<NAME>.main(ARGS)`` (or prepares the one-file
+    dataset NAME); no NAME or --help lists the datasets."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
