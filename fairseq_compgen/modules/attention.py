@@ -1,9 +1,11 @@
 """Multi-head attention with pluggable position scoring and a decoding cache per depth.
 
 One attention module serves every variant of the project. What differs between papers is *how
-positions enter the logits*; that is delegated to a `PositionScorer` (see `position_scorer.py`):
+positions enter the logits*; that is delegated to a position encoding `scorer` (an `AttentionPosition`, see
+modules/positions/base.py), whose hooks are called here and never named:
 
-    logits[b, h, i, j] = scale * (scorer.content_query(q))[b,h,i] . k[b,h,j] + scorer.bias(q, i, j)[b,h,i,j]
+    q, k = scorer.rotate(q, k, q_pos, k_pos)                                       (RoPE, xPos; else identity)
+    logits[b, h, i, j] = scale * (scorer.content_query(q))[b,h,i] . k[b,h,j] + scorer.bias(q, i, j, k)[b,h,i,j]
     probs = softmax_j(logits + mask)           out = W_o concat_h(sum_j probs v_j)
 
 With no scorer this is Vaswani et al.'s attention. Projections have no bias by default, as in
@@ -127,8 +129,9 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
         if self.scorer is not None:
+            q, k = self.scorer.rotate(q, k, q_pos, k_pos)  # [B, H, Tq, dh], [B, H, Tk, dh]
             q_content = self.scorer.content_query(q)
-            bias = self.scorer.bias(q, q_pos, k_pos, self.scale)
+            bias = self.scorer.bias(q, q_pos, k_pos, self.scale, k=k)
         blocked = None  # bool, True where a query may not look, broadcastable to [B, H, Tq, Tk]
         if causal:
             blocked = (k_pos[None, :] > q_pos[:, None]).view(1, 1, Tq, Tk)
