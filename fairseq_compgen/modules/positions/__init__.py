@@ -44,6 +44,8 @@ from fairseq_compgen.modules.positions import learned  # noqa: F401  ("learned")
 from fairseq_compgen.modules.positions import relative_txl  # noqa: F401  ("txl")
 from fairseq_compgen.modules.positions import span  # noqa: F401  ("t5", "fixed_span")
 from fairseq_compgen.modules.positions import relative_ontanon  # noqa: F401  ("rel-e/b/eb", "rel0-e/b/eb")
+from fairseq_compgen.modules.positions import alibi  # noqa: F401  ("alibi")
+from fairseq_compgen.modules.positions import rope  # noqa: F401  ("rope", "xpos")
 # the import path of the module that held the sinusoids and the token embedding before issue 24
 from fairseq_compgen.modules.positions.sinusoidal import sinusoid, sinusoid_fairseq  # noqa: F401,I001
 from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding, positions_from_padding  # noqa: F401,E402

@@ -109,7 +109,10 @@ def _entry(name: str, site: str) -> Encoding:
         raise UsageError(f"unknown position encoding {name!r}; choose from {', '.join(names(site))}")
     entry = ENCODINGS[name]
     if site not in entry.sites:
-        raise UsageError(f"position encoding {name!r} cannot act in {site} ({'/'.join(sorted(entry.sites))} only)")
+        hint = "; choose per side with --encoder-self-attn-pos / --decoder-self-attn-pos" \
+            if site in (ENCODER_SELF, DECODER_SELF) and entry.sites & {ENCODER_SELF, DECODER_SELF} else ""
+        raise UsageError(f"position encoding {name!r} cannot act in {site} ({', '.join(sorted(entry.sites))} "
+                         f"only){hint}")
     return entry
 
 
