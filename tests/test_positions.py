@@ -15,7 +15,8 @@ from model_helpers import build
 
 PAD = 1
 NEW_PRESETS = ["nope_transformer_scan", "learned_transformer_scan", "alibi_transformer_scan",
-               "rope_transformer_scan", "xpos_transformer_scan"]
+               "rope_transformer_scan", "xpos_transformer_scan", "fire_transformer_scan", "cope_transformer_scan",
+               "random_rope_transformer_scan"]
 
 
 def _parser():
@@ -71,7 +72,8 @@ def test_options_reach_the_module_and_defaults_apply():
 
 # ---- slow references ----------------------------------------------------------------------------------------
 def slow_attention(attn, x, pad, causal, logit_fn):
-    """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, i, j) -> the logit (float)."""
+    """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, i, j, ctx) -> the logit (float),
+    ctx = dict(b=, q=[T, dh] and k=[T, dh] of head h in example b, pad=[T])."""
     B, T, C = x.shape
     H, dh = attn.num_heads, attn.head_dim
     q = attn.q_proj(x).view(B, T, H, dh).double()
@@ -81,8 +83,9 @@ def slow_attention(attn, x, pad, causal, logit_fn):
     for b in range(B):
         for h in range(H):
             for i in range(T):
-                logits = [float("-inf") if bool(pad[b, j]) or (causal and j > i) else logit_fn(q[b, i, h], k[b, j, h], h, i, j)
-                          for j in range(T)]
+                ctx = dict(b=b, q=q[b, :, h], k=k[b, :, h], pad=pad[b])
+                logits = [float("-inf") if bool(pad[b, j]) or (causal and j > i)
+                          else logit_fn(q[b, i, h], k[b, j, h], h, i, j, ctx) for j in range(T)]
                 w = torch.softmax(torch.tensor(logits, dtype=torch.float64), 0)
                 out[b, i, h] = sum(w[j] * v[b, j, h] for j in range(T))
     return attn.out_proj(out.view(B, T, C).float())
@@ -100,32 +103,67 @@ def rotate_slow(x, p, theta=10000.0):
 
 
 def alibi_logit(H):
-    def f(q, k, h, i, j):
+    def f(q, k, h, i, j, ctx):
         m = 2 ** (-8 * (h + 1) / H)  # Press et al. §3: the slopes 2^(-8/H), 2^(-16/H), ...
         return float(q @ k) / math.sqrt(q.numel()) - m * abs(i - j)
     return f
 
 
-def rope_logit(q, k, h, i, j):
+def rope_logit(q, k, h, i, j, ctx):
     return float(rotate_slow(q, i) @ rotate_slow(k, j)) / math.sqrt(q.numel())
 
 
-def xpos_logit(q, k, h, i, j):
+def xpos_logit(q, k, h, i, j, ctx):
     d = q.numel()
     zeta = torch.tensor([(2 * kk / d + 0.4) / 1.4 for kk in range(d // 2) for _ in (0, 1)], dtype=torch.float64)
     return float((rotate_slow(q, i) * zeta ** (i / 512)) @ (rotate_slow(k, j) * zeta ** (-j / 512))) / math.sqrt(d)
 
 
+def fire_logit(causal):
+    """Li et al. §3: b_h(i, j) = MLP(psi(i - j) / psi(max(L, i)))_h, psi(x) = log(c x + 1); in the encoder (our
+    symmetric form) |i - j| / psi(max(L, n - 1)), positions counted from the first real token, n real tokens."""
+    def f(q, k, h, i, j, ctx):
+        sc = ctx["attn"].scorer
+        c, L = math.exp(float(sc.log_c)), float(sc.threshold)
+        psi = lambda x: math.log(c * x + 1)  # noqa: E731
+        first = int(ctx["pad"].long().sum())  # left padding
+        i, j = i - first, j - first
+        n = len(ctx["pad"]) - first
+        x = psi(i - j) / psi(max(L, i)) if causal else psi(abs(i - j)) / psi(max(L, n - 1))
+        hidden = torch.relu(sc.mlp_in.weight[:, 0].double() * x + sc.mlp_in.bias.double())
+        b = float(sc.mlp_out.weight[h].double() @ hidden + sc.mlp_out.bias[h])
+        return float(q @ k) / math.sqrt(q.numel()) + b
+    return f
+
+
+def cope_logit(q, k, h, i, j, ctx):
+    """Golovneva et al. §3: g_it = sigmoid(q_i.k_t), p_ij = sum_{t=j..i} g_it (clipped at P-1), e[p] interpolated
+    between e[floor p] and e[ceil p], logit = q_i.(k_j + e[p_ij]) / sqrt(d_head)."""
+    e = ctx["attn"].scorer.embedding.double()  # [P, dh]
+    p = sum(torch.sigmoid(q @ ctx["k"][t]) for t in range(j, i + 1)).item()
+    p = min(p, e.size(0) - 1)
+    lo, hi = math.floor(p), math.ceil(p)
+    ep = (p - lo) * e[hi] + (1 - p + lo) * e[lo]
+    return float(q @ (k + ep)) / math.sqrt(q.numel())
+
+
 CASES = [("alibi", False, alibi_logit(4)), ("alibi", True, alibi_logit(4)), ("rope", False, rope_logit),
-         ("rope", True, rope_logit), ("xpos", True, xpos_logit)]
+         ("rope", True, rope_logit), ("xpos", True, xpos_logit), ("fire", False, fire_logit(False)),
+         ("fire", True, fire_logit(True)), ("cope", True, cope_logit)]
 
 
 @pytest.mark.parametrize("name, causal, logit_fn", CASES, ids=[f"{c[0]}-{'dec' if c[1] else 'enc'}" for c in CASES])
 def test_encoding_matches_its_formula(name, causal, logit_fn):
     torch.manual_seed(0)
     C, H, T = 16, 4, 6
-    sc = build_attention_position(name, DECODER_SELF if causal else ENCODER_SELF, embed_dim=C, num_heads=H)
+    sc = build_attention_position(name, DECODER_SELF if causal else ENCODER_SELF, embed_dim=C, num_heads=H,
+                                  fire_threshold=3.0, cope_max_positions=4)  # L inside the lengths; p clipped
+    with torch.no_grad():
+        if name == "fire":
+            sc.log_c.fill_(0.3)  # c != 1
     attn = MultiheadAttention(C, H, scorer=sc).eval()
+    inner = logit_fn
+    logit_fn = lambda q, k, h, i, j, ctx: inner(q, k, h, i, j, dict(ctx, attn=attn))  # noqa: E731
     x = torch.randn(2, T, C)
     pad = torch.zeros(2, T, dtype=torch.bool)
     if not causal:
@@ -143,9 +181,10 @@ def test_alibi_slopes_for_8_heads_are_the_papers():
     assert alibi_slopes(8).tolist() == pytest.approx([1 / 2 ** k for k in range(1, 9)])
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi"])
+@pytest.mark.parametrize("name", ["rope", "alibi", "fire"])
 def test_relative_encodings_ignore_left_padding(name):
-    """RoPE and ALiBi see distances only: left padding must not change the real tokens' outputs."""
+    """RoPE, ALiBi and FIRE see distances (FIRE: and each example's own length) only: left padding must not change
+    the real tokens' outputs."""
     torch.manual_seed(1)
     attn = MultiheadAttention(16, 4, scorer=build_attention_position(name, ENCODER_SELF, embed_dim=16, num_heads=4)).eval()
     x = torch.randn(1, 5, 16)
@@ -205,3 +244,56 @@ def test_step_by_step_decoding_equals_full_forward(arch, flags):
         steps = [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0] for t in range(prev.size(1))]
     diff = (torch.cat(steps, dim=1) - full).abs().max().item()
     assert diff < 1e-4, f"{arch} {flags}: incremental decoding differs from the full forward pass by {diff}"
+
+
+# ---- randomized positions (Ruoss et al. 2023) -----------------------------------------------------------------
+def test_sampled_positions_are_a_sorted_subset():
+    from fairseq_compgen.modules.positions.randomized import sample_positions
+
+    g = torch.Generator().manual_seed(0)
+    draws = [sample_positions(7, 20, generator=g) for _ in range(50)]
+    for p in draws:
+        assert p.shape == (7,) and bool((p[1:] > p[:-1]).all()) and 0 <= int(p[0]) and int(p[-1]) < 20
+    assert len({tuple(p.tolist()) for p in draws}) > 1 and max(int(p[-1]) for p in draws) > 7  # beyond 0..T-1
+    with pytest.raises(UsageError, match="smaller than a sequence of length 21"):
+        sample_positions(21, 20)
+
+
+def test_random_positions_reach_rope_and_the_embedding():
+    """At training the attention sees the sampled positions (RoPE at sample[i], sample[j]) and the embedding
+    reads the n-th real token's position from the sample."""
+    torch.manual_seed(0)
+    C, H = 16, 4
+    attn = MultiheadAttention(C, H, scorer=build_attention_position("rope", DECODER_SELF, embed_dim=C, num_heads=H))
+    x = torch.randn(2, 5, C)
+    pos = torch.tensor([2, 3, 7, 11, 12])
+    with torch.no_grad():
+        fast = attn(x, causal=True, positions=pos)
+        slow = slow_attention(attn, x, torch.zeros(2, 5, dtype=torch.bool), True,
+                              lambda q, k, h, i, j, ctx: rope_logit(q, k, h, int(pos[i]), int(pos[j]), ctx))
+    assert torch.allclose(fast, slow, atol=1e-5)
+    emb = build("learned_transformer_scan", random_positions=16).encoder.embed.eval()
+    tokens = torch.tensor([[PAD, 5, 6, 5]])
+    expected = math.sqrt(128) * emb.weight[tokens[0, 1:]] + emb.positions.table.weight[pos[:3]]
+    assert torch.allclose(emb(tokens, positions=pos)[0, 1:], expected, atol=1e-5)
+
+
+def test_random_positions_are_plain_at_evaluation_and_random_in_training():
+    torch.manual_seed(0)
+    model = build("random_rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    plain = build("rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    plain.load_state_dict(model.state_dict())
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        assert torch.equal(model.eval()(src, lengths, prev)[0], plain.eval()(src, lengths, prev)[0])
+        trained = model.train()(src, lengths, prev)[0]
+    assert not torch.allclose(trained, plain(src, lengths, prev)[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("flags, error", [
+    (dict(arch="nope_transformer_scan"), "needs an encoding that takes positions"),
+    (dict(arch="linear_uni_transformer_scan"), "needs softmax self-attention"),
+])
+def test_random_positions_refused_where_nothing_takes_them(flags, error):
+    with pytest.raises(UsageError, match=error):
+        build(flags["arch"], random_positions=64)

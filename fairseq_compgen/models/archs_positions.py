@@ -8,6 +8,10 @@ others only in its position encodings (modules/positions/, `fairseq-compgen help
     alibi_transformer_scan     ALiBi in every self-attention (Press et al. 2022; symmetric in the encoder)
     rope_transformer_scan      RoPE in every self-attention (Su et al. 2021)
     xpos_transformer_scan      RoPE in the encoder, xPos in the causal decoder (Sun et al. 2023)
+    fire_transformer_scan      FIRE in every self-attention (Li et al. 2024; symmetric in the encoder)
+    cope_transformer_scan      RoPE in the encoder, CoPE in the causal decoder (Golovneva et al. 2024)
+    random_rope_transformer_scan   RoPE with randomized positions, N = 128 (Ruoss et al. 2023): SCAN's longest
+                               sequence (49 tokens with EOS) stays well inside [0, N)
 
 Cross-attention has no position encoding in any of them. Train them with scripts/csordas_train_flags.sh's SCAN flags.
 """
@@ -21,6 +25,9 @@ PRESETS = {  # name -> flags it defaults
     "alibi_transformer": dict(absolute_positions="none", self_attn_pos="alibi"),
     "rope_transformer": dict(absolute_positions="none", self_attn_pos="rope"),
     "xpos_transformer": dict(absolute_positions="none", encoder_self_attn_pos="rope", decoder_self_attn_pos="xpos"),
+    "fire_transformer": dict(absolute_positions="none", self_attn_pos="fire"),
+    "cope_transformer": dict(absolute_positions="none", encoder_self_attn_pos="rope", decoder_self_attn_pos="cope"),
+    "random_rope_transformer": dict(absolute_positions="none", self_attn_pos="rope", random_positions=128),
 }
 
 

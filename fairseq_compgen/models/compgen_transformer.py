@@ -37,6 +37,7 @@ from fairseq_compgen.modules.linear_attention import QK_NORMS, LinearAttention
 from fairseq_compgen.modules.param_init import PARAM_INITS, apply_param_init
 from fairseq_compgen.modules import positions
 from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding
+from fairseq_compgen.modules.positions import randomized
 from fairseq_compgen.modules.positions import registry as position_registry
 from fairseq_compgen.modules.self_attention_gate import build_gate
 
@@ -63,6 +64,22 @@ def build_attention_position(args, site: str, dim: int, heads: int) -> Optional[
     """The position encoding the flags choose for attention `site` (modules/positions/registry.py), or None."""
     return positions.build_attention_position(position_registry.site_name(args, site), site, embed_dim=dim,
                                               num_heads=heads, **position_registry.option_values(args))
+
+
+def random_positions(args) -> int:
+    """--random-positions N (Ruoss et al. 2023), checked against the encodings that would take the positions."""
+    n = getattr(args, "random_positions", 0) or 0
+    sites = (positions.INPUT, positions.ENCODER_SELF, positions.DECODER_SELF)
+    if n and args.self_attn_type != "attention":
+        raise UsageError(f"--random-positions needs softmax self-attention, not --self-attn-type {args.self_attn_type}")
+    return randomized.check(n, [position_registry.site_name(args, s) for s in sites])
+
+
+def _sampled_positions(module, length: int, device) -> Optional[Tensor]:
+    """Randomized positions of a stack for this batch (training only), or None (0..length-1)."""
+    if not (module.training and module.random_positions):
+        return None
+    return randomized.sample_positions(length, module.random_positions, device=device)  # [length]
 
 
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
@@ -99,13 +116,15 @@ class CompgenEncoder(FairseqEncoder):
 
         self.stack = LayerStack(make_layer, args.encoder_layers, _bool(args.universal))
         self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
+        self.random_positions = random_positions(args)
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs) -> EncoderOut:
         """src_tokens [B, S] (left- or right-padded) -> {"encoder_out": [[B, S, C]], "encoder_padding_mask": [[B, S]], ...}"""
         padding_mask = src_tokens.eq(self.padding_idx)  # [B, S]
-        x = self.embed(src_tokens)  # [B, S, C]
+        pos = _sampled_positions(self, src_tokens.size(1), src_tokens.device)  # [S] or None
+        x = self.embed(src_tokens, positions=pos)  # [B, S, C]
         for depth, layer in self.stack:
-            x = layer(x, padding_mask, depth)
+            x = layer(x, padding_mask, depth, positions=pos)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return {"encoder_out": [x], "encoder_padding_mask": [padding_mask], "src_tokens": [src_tokens]}
@@ -150,6 +169,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         self.output_bias = nn.Parameter(torch.zeros(len(dictionary)))
         # Ontañón et al. (2022) §4.2: the output is log((1-w) p_vocab + w p_copy), see modules/copy_decoder.py
         self.copy = CopyDistribution(dim) if _bool(getattr(args, "copy_decoder", False)) else None
+        self.random_positions = random_positions(args)
 
     def forward(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
                 features_only: bool = False, **kwargs):
@@ -175,11 +195,13 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             start = prev_output_tokens.size(1) - 1
             prev_output_tokens = prev_output_tokens[:, -1:]  # [B, 1]
-        x = self.embed(prev_output_tokens, start=start)  # [B, T, C]
+        pos = None if incremental_state is not None else \
+            _sampled_positions(self, prev_output_tokens.size(1), prev_output_tokens.device)  # [T] or None
+        x = self.embed(prev_output_tokens, start=start, positions=pos)  # [B, T, C]
         enc = encoder_out["encoder_out"][0]  # [B, S, C]
         enc_pad = encoder_out["encoder_padding_mask"][0]  # [B, S]
         for depth, layer in self.stack:
-            x = layer(x, enc, enc_pad, incremental_state, depth)
+            x = layer(x, enc, enc_pad, incremental_state, depth, positions=pos)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, {"attn": [None], "inner_states": [x]}

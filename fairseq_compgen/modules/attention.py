@@ -90,11 +90,13 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         causal: bool = False,
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
+        positions: Optional[Tensor] = None,
     ) -> Tensor:
         """
         query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
         key_padding_mask: [B, Tk] bool, True at padding; causal: forbid keys after the query;
-        incremental_state: decoding cache, `query` then holds only the new step(s).
+        incremental_state: decoding cache, `query` then holds only the new step(s);
+        positions: [T] increasing positions of the self-attention's tokens (default 0..T-1; randomized positions).
         Returns [B, Tq, C].
         """
         B, Tq, _ = query.shape
@@ -122,10 +124,18 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v, "steps": steps})
         Tk = k.size(2)
 
-        q_pos = torch.arange(start, start + Tq, device=query.device)  # [Tq]
-        k_pos = torch.arange(Tk, device=query.device)  # [Tk]
-        if self.key_positions_from_padding and key_padding_mask is not None:
+        q_idx = torch.arange(start, start + Tq, device=query.device)  # [Tq] indices of the queries
+        k_idx = torch.arange(Tk, device=query.device)  # [Tk]
+        q_pos, k_pos = q_idx, k_idx  # positions the encoding sees
+        if positions is not None:  # e.g. randomized positions (positions/randomized.py): [T] increasing
+            q_pos, k_pos = positions[start:start + Tq], positions[:Tk]
+        from_padding = self.key_positions_from_padding or getattr(self.scorer, "positions_from_padding", False)
+        if from_padding and key_padding_mask is not None:
             k_pos = (~key_padding_mask).long().cumsum(1) - 1  # [B, Tk] (pads: -1 or earlier positions, masked)
+            if positions is not None:
+                k_pos = positions[k_pos.clamp(min=0)]  # [B, Tk]
+            if is_self:  # per-example query positions as well (encoders whose bias is not shift-invariant)
+                q_pos = k_pos  # [B, Tq]
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
         if self.scorer is not None:
@@ -134,7 +144,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
             bias = self.scorer.bias(q, q_pos, k_pos, self.scale, k=k)
         blocked = None  # bool, True where a query may not look, broadcastable to [B, H, Tq, Tk]
         if causal:
-            blocked = (k_pos[None, :] > q_pos[:, None]).view(1, 1, Tq, Tk)
+            blocked = (k_idx[None, :] > q_idx[:, None]).view(1, 1, Tq, Tk)
         if key_padding_mask is not None:
             pad = key_padding_mask.view(B, 1, 1, Tk)
             blocked = pad if blocked is None else (blocked | pad)

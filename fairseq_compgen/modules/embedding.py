@@ -91,11 +91,14 @@ class TokenEmbedding(nn.Module):
     def weight(self) -> Tensor:
         return self.embed.weight
 
-    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
-        """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding."""
+    def forward(self, tokens: Tensor, start: int = 0, positions: Optional[Tensor] = None) -> Tensor:
+        """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding;
+        `positions` [>= T] replace 0, 1, ... (randomized positions: the n-th real token gets positions[n])."""
         x = self.embed(tokens) * self.token_scale
         if self.positions is not None:
             pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
+            if positions is not None:
+                pos = positions[pos]  # [B, T]
             p = self.positions(pos)  # [B, T, dim]
             if self.position_scale != 1.0:
                 p = self.position_scale * p

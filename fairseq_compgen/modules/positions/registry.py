@@ -61,6 +61,7 @@ class Encoding:
 
 ENCODINGS: Dict[str, Encoding] = {}
 OPTIONS: Dict[str, Option] = {}
+MODIFIERS: Dict[str, str] = {}  # dest -> paper, options that act on every encoding (randomized positions)
 
 # the site flags: dest -> (sites it chooses for, default, help head)
 SITE_FLAGS = {
@@ -97,6 +98,14 @@ def register_position(name: str, *, sites: Iterable[str], paper: str, help: str,
         return cls
 
     return wrap
+
+
+def register_option(option: Option, paper: str) -> Option:
+    """An option of no single encoding but of how positions are made for all of them (e.g. randomized positions)."""
+    if OPTIONS.get(option.dest, option) != option:
+        raise UsageError(f"option {option.flag} declared twice, differently")
+    OPTIONS[option.dest], MODIFIERS[option.dest] = option, paper
+    return option
 
 
 def names(*sites: str):
@@ -170,9 +179,9 @@ def add_args(add_argument: Callable[..., Any]) -> None:
         add_argument("--" + dest.replace("_", "-"), choices=names(*sites),
                      help=head if per_side else f"{head}: {_choice_help(sites)}")
     for o in sorted(OPTIONS.values(), key=lambda o: o.dest):
-        users = ", ".join(n for n, e in ENCODINGS.items() if o in e.options)
+        users = MODIFIERS.get(o.dest) or "for " + ", ".join(n for n, e in ENCODINGS.items() if o in e.options)
         add_argument(o.flag, type=o.type, metavar=o.metavar or o.param.upper(),
-                     help=f"{o.help} (for {users}; default {o.default})")
+                     help=f"{o.help} ({users}; default {o.default})")
 
 
 def defaults() -> Dict[str, Any]:
