@@ -228,6 +228,8 @@ COMBOS = [(a, {}) for a in NEW_PRESETS] + [
     ("rope_transformer_scan", dict(universal=True, encoder_sag_init=0.0, decoder_sag_init=0.0)),
     ("alibi_transformer_scan", dict(copy_decoder=True, cross_attn_pos="rel-eb")),
     ("xpos_transformer_scan", dict(universal=True, absolute_positions="learned")),
+    ("fire_transformer_scan", dict(universal=True, copy_decoder=True, decoder_sag_init=1.0)),
+    ("cope_transformer_scan", dict(universal=True, encoder_self_attn_pos="fire", random_positions=64)),
 ]
 
 
@@ -297,3 +299,18 @@ def test_random_positions_are_plain_at_evaluation_and_random_in_training():
 def test_random_positions_refused_where_nothing_takes_them(flags, error):
     with pytest.raises(UsageError, match=error):
         build(flags["arch"], random_positions=64)
+
+
+@pytest.mark.parametrize("arch", ["alibi_transformer_scan", "rope_transformer_scan", "xpos_transformer_scan",
+                                  "fire_transformer_scan", "cope_transformer_scan", "learned_transformer_scan"])
+def test_training_attention_path_equals_sdpa(arch):
+    """Training computes attention explicitly (modules/attention.py); with a dropout that keeps every weight it
+    must equal the SDPA path of evaluation, position terms included."""
+    torch.manual_seed(0)
+    model = build(arch, dropout=0.0, activation_dropout=0.0, embedding_dropout=0.0, attention_dropout=1e-12,
+                  encoder_embed_dim=32, decoder_embed_dim=32, encoder_attention_heads=4, decoder_attention_heads=4)
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        explicit = model.train()(src, lengths, prev)[0]
+        sdpa = model.eval()(src, lengths, prev)[0]
+    assert torch.allclose(explicit, sdpa, atol=1e-5)
