@@ -12,7 +12,6 @@ options=...)` on the class. `sites` says where it can act:
 that lists the same object. Attention-site classes are built as `cls(embed_dim=, num_heads=, causal=, **options)`,
 input-site classes as `cls(embed_dim=, padding_idx=, scaling=, **options)` (options under their `param` names).
 """
-import argparse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 
@@ -20,17 +19,6 @@ from fairseq_compgen.errors import UsageError
 
 INPUT, ENCODER_SELF, DECODER_SELF, CROSS = "input", "encoder-self", "decoder-self", "cross"
 ATTENTION_SITES = (ENCODER_SELF, DECODER_SELF, CROSS)
-
-
-def boolean(x) -> bool:
-    """Command-line booleans: true/false/1/0 (as fairseq's eval_bool), or a bool."""
-    if isinstance(x, str):
-        if x.lower() in ("true", "1", "yes"):
-            return True
-        if x.lower() in ("false", "0", "no"):
-            return False
-        raise argparse.ArgumentTypeError(f"expected a boolean, got {x!r}")
-    return bool(x)
 
 
 @dataclass(frozen=True)
@@ -196,4 +184,6 @@ def describe() -> str:
     rows = [(n, ", ".join(s for s in (INPUT, *ATTENTION_SITES) if s in e.sites), e.paper)
             for n, e in sorted(ENCODINGS.items())]
     w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
-    return "\n".join(f"  {n:<{w0}}  {s:<{w1}}  {p}" for n, s, p in rows)
+    lines = [f"  {n:<{w0}}  {s:<{w1}}  {p}" for n, s, p in rows]
+    lines += [f"  {OPTIONS[d].flag} {OPTIONS[d].metavar or 'X'}: {OPTIONS[d].help} ({paper})" for d, paper in MODIFIERS.items()]
+    return "\n".join(lines)
