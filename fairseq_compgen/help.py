@@ -5,7 +5,7 @@ first parse), so this command shows them: every flag of `compgen_transformer` (o
 help text, the preset's default values, and the flags of the `compgen` task (of `cogs_tagging` for the
 encoder-only `compgen_tagger` archs).
 
-    fairseq-compgen help                      # list the registered architectures
+    fairseq-compgen help                      # the registered architectures and position encodings
     fairseq-compgen help rel_uni_transformer  # flags and defaults of one preset
 """
 import argparse
@@ -17,6 +17,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
 from fairseq_compgen.models.tagger import CompgenTaggerModel
+from fairseq_compgen.modules.positions import registry as position_registry
 from fairseq_compgen.tasks.cogs_tagging import CogsTaggingConfig
 from fairseq_compgen.tasks.compgen import CompgenConfig
 
@@ -29,6 +30,9 @@ def main(argv=None):
         print(__doc__)
         print("architectures:", " ".join(compgen_archs()))
         print("\nencoder-only taggers (--task cogs_tagging):", " ".join(tagger_archs()))
+        print("\nposition encodings (--absolute-positions: input; --self-attn-pos: encoder-self, decoder-self; "
+              "--cross-attn-pos: cross):")
+        print(position_registry.describe())
         return
     arch = argv[0]
     if arch not in ARCH_MODEL_REGISTRY:

@@ -14,6 +14,8 @@ and for each a sized preset per dataset, `<column>_<dataset>` for dataset in sca
 """
 from fairseq.models import register_model_architecture
 
+from fairseq_compgen.modules.positions import registry as position_registry
+
 # Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code uses 4
 # (spec_000 discrepancy 2); we follow the table, `--encoder-attention-heads 4 --decoder-attention-heads 4`
 # gives the code's setting. CFQ's Universal models use their own size.
@@ -52,13 +54,14 @@ def base_architecture(args):
     set_size(args, *CSORDAS_SIZES["scan"])
     for name, value in dict(
         dropout=0.1, attention_dropout=0.1, activation_dropout=0.1, embedding_dropout=None,
-        absolute_positions="sinusoidal", embedding_scaling="ped", param_init="default", self_attn_pos="none",
+        embedding_scaling="ped", param_init="default",
         universal=False, normalize_before=False, attention_bias=False,
         share_decoder_input_output_embed=True, share_all_embeddings=False,
         max_source_positions=1024, max_target_positions=1024,
-        self_attn_type="attention", rel_span=4, encoder_sag_init=None, decoder_sag_init=None,  # archs_chaabouni.py
-        cross_attn_pos="none", rel_radius=16, copy_decoder=False,  # archs_ontanon.py
+        self_attn_type="attention", encoder_sag_init=None, decoder_sag_init=None,  # archs_chaabouni.py
+        copy_decoder=False,  # archs_ontanon.py
         qk_norm="none",  # archs_park_kim.py
+        **position_registry.defaults(),  # --absolute-positions sinusoidal, --self-attn-pos none, --rel-span 4, ...
     ).items():
         _default(args, name, value)
 

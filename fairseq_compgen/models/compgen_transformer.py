@@ -3,9 +3,10 @@
 Each option is one mechanism from one paper; the named architectures in `archs.py` are presets over them.
 Options of this module (see `--help` for all flags):
 
-* absolute sinusoidal positions and embedding scaling teu / none / ped   (Csordás et al. 2021, §3.3)
-* position scoring in self-attention (`--self-attn-pos`): none, txl       (Csordás et al. 2021, §3.1, App. C)
-* position scoring t5 / fixed_span (`--rel-span`)                          (Chaabouni et al. 2021, §3, Eq. 3)
+* position encodings of the input, self- and cross-attention (`--absolute-positions`, `--self-attn-pos`,
+  `--cross-attn-pos`): every encoding of the registry in modules/positions/ (`fairseq-compgen help` lists them
+  with their papers), e.g. txl (Csordás et al. 2021 §3.1), t5 / fixed_span (Chaabouni et al. 2021 §3, Eq. 3)
+* embedding scaling teu / none / ped                                       (Csordás et al. 2021, §3.3)
 * self-attention replaced by a convolution (`--self-attn-type conv`)       (Chaabouni et al. 2021, §3)
 * self-attention gate (`--encoder-sag-init`, `--decoder-sag-init`)        (Chaabouni et al. 2021, Alg. 1)
 * linear attention everywhere, Q/K normalization (`--self-attn-type linear`, `--qk-norm`) (Park & Kim 2024, §4.1)
@@ -34,8 +35,10 @@ from fairseq_compgen.modules.layer_stack import LayerStack
 from fairseq_compgen.modules.layers import DecoderLayer, EncoderLayer
 from fairseq_compgen.modules.linear_attention import QK_NORMS, LinearAttention
 from fairseq_compgen.modules.param_init import PARAM_INITS, apply_param_init
-from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
-from fairseq_compgen.modules.positions import EMBEDDING_SCALINGS, TokenEmbedding
+from fairseq_compgen.modules import positions
+from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding
+from fairseq_compgen.modules.positions import randomized
+from fairseq_compgen.modules.positions import registry as position_registry
 from fairseq_compgen.modules.self_attention_gate import build_gate
 
 EncoderOut = Dict[str, List[Tensor]]
@@ -45,36 +48,58 @@ def _bool(x) -> bool:
     return utils.eval_bool(x) if isinstance(x, str) else bool(x)
 
 
-def _embedding(args, dictionary, dim: int) -> TokenEmbedding:
-    absolute = args.absolute_positions == "sinusoidal"
+def build_embedding(args, dictionary, dim: int) -> TokenEmbedding:
+    """The token embedding with the absolute positions of `--absolute-positions` (registry site INPUT)."""
+    name = position_registry.site_name(args, positions.INPUT)
+    absolute = name != "none"
     dropout = args.embedding_dropout if args.embedding_dropout is not None else (args.dropout if absolute else 0.0)
     # without absolute positions only `keras` and `fairseq` scale (their frameworks' sqrt(d)); the others are
     # "+ P" schemes
     scaling = args.embedding_scaling if absolute or args.embedding_scaling in ("keras", "fairseq") else None
-    return TokenEmbedding(len(dictionary), dim, dictionary.pad(), scaling, dropout, positions=absolute)
+    return TokenEmbedding(len(dictionary), dim, dictionary.pad(), scaling, dropout, positions=name,
+                          position_options=position_registry.option_values(args))
 
 
-def _scorer_options(args) -> dict:
-    """The position scorers' own options, from the model flags (--rel-span, --rel-radius)."""
-    return dict(span=args.rel_span, radius=getattr(args, "rel_radius", None))
+def build_attention_position(args, site: str, dim: int, heads: int) -> Optional[nn.Module]:
+    """The position encoding the flags choose for attention `site` (modules/positions/registry.py), or None."""
+    return positions.build_attention_position(position_registry.site_name(args, site), site, embed_dim=dim,
+                                              num_heads=heads, **position_registry.option_values(args))
+
+
+def random_positions(args) -> int:
+    """--random-positions N (Ruoss et al. 2023), checked against the encodings that would take the positions."""
+    n = getattr(args, "random_positions", 0) or 0
+    sites = (positions.INPUT, positions.ENCODER_SELF, positions.DECODER_SELF)
+    if n and args.self_attn_type != "attention":
+        raise UsageError(f"--random-positions needs softmax self-attention, not --self-attn-type {args.self_attn_type}")
+    return randomized.check(n, [position_registry.site_name(args, s) for s in sites])
+
+
+def _sampled_positions(module, length: int, device) -> Optional[Tensor]:
+    """Randomized positions of a stack for this batch (training only), or None (0..length-1)."""
+    if not (module.training and module.random_positions):
+        return None
+    return randomized.sample_positions(length, module.random_positions, device=device)  # [length]
 
 
 def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
+    site = positions.DECODER_SELF if causal else positions.ENCODER_SELF
+    pos = position_registry.site_name(args, site)
     if getattr(args, "qk_norm", "none") not in (None, "none") and args.self_attn_type != "linear":
         raise UsageError(f"--qk-norm {args.qk_norm} needs --self-attn-type linear")
     if args.self_attn_type == "linear":  # Park & Kim (2024); cross-attention is linear too (CompgenDecoder)
-        if args.self_attn_pos not in (None, "none"):
-            raise UsageError(f"--self-attn-type linear takes no --self-attn-pos (got {args.self_attn_pos!r})")
+        if pos != "none":
+            raise UsageError(f"--self-attn-type linear takes no self-attention position encoding (got {pos!r})")
         return LinearAttention(dim, heads, args.qk_norm, bias=_bool(args.attention_bias))
     if args.self_attn_type == "conv":
-        if args.self_attn_pos not in (None, "none"):
+        if pos != "none":
             raise UsageError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
-                             f"(got {args.self_attn_pos!r})")
+                             f"(got {pos!r})")
         return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
     if args.self_attn_type != "attention":
         raise UsageError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
-    scorer = build_scorer(args.self_attn_pos, embed_dim=dim, num_heads=heads, causal=causal, **_scorer_options(args))
-    return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias), scorer=scorer)
+    return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias),
+                              scorer=build_attention_position(args, site, dim, heads))
 
 
 class CompgenEncoder(FairseqEncoder):
@@ -91,13 +116,15 @@ class CompgenEncoder(FairseqEncoder):
 
         self.stack = LayerStack(make_layer, args.encoder_layers, _bool(args.universal))
         self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
+        self.random_positions = random_positions(args)
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs) -> EncoderOut:
         """src_tokens [B, S] (left- or right-padded) -> {"encoder_out": [[B, S, C]], "encoder_padding_mask": [[B, S]], ...}"""
         padding_mask = src_tokens.eq(self.padding_idx)  # [B, S]
-        x = self.embed(src_tokens)  # [B, S, C]
+        pos = _sampled_positions(self, src_tokens.size(1), src_tokens.device)  # [S] or None
+        x = self.embed(src_tokens, positions=pos)  # [B, S, C]
         for depth, layer in self.stack:
-            x = layer(x, padding_mask, depth)
+            x = layer(x, padding_mask, depth, positions=pos)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return {"encoder_out": [x], "encoder_padding_mask": [padding_mask], "src_tokens": [src_tokens]}
@@ -119,12 +146,11 @@ class CompgenDecoder(FairseqIncrementalDecoder):
             self_attn = _self_attention(args, dim, args.decoder_attention_heads, causal=True)
             cross = MultiheadAttention(dim, args.decoder_attention_heads, args.attention_dropout,
                                        bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim,
-                                       scorer=build_scorer(getattr(args, "cross_attn_pos", None), embed_dim=dim,
-                                                           num_heads=args.decoder_attention_heads, causal=False,
-                                                           **_scorer_options(args)),
+                                       scorer=build_attention_position(args, positions.CROSS, dim,
+                                                                       args.decoder_attention_heads),
                                        key_positions_from_padding=True)
             if args.self_attn_type == "linear":  # a Linear Transformer: cross-attention is linear as well
-                if getattr(args, "cross_attn_pos", None) not in (None, "none"):
+                if position_registry.site_name(args, positions.CROSS) != "none":
                     raise UsageError(f"--cross-attn-pos {args.cross_attn_pos} has no effect with --self-attn-type "
                                      f"linear (cross-attention is linear and takes no position scorer)")
                 cross = LinearAttention(dim, args.decoder_attention_heads, args.qk_norm,
@@ -143,6 +169,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         self.output_bias = nn.Parameter(torch.zeros(len(dictionary)))
         # Ontañón et al. (2022) §4.2: the output is log((1-w) p_vocab + w p_copy), see modules/copy_decoder.py
         self.copy = CopyDistribution(dim) if _bool(getattr(args, "copy_decoder", False)) else None
+        self.random_positions = random_positions(args)
 
     def forward(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
                 features_only: bool = False, **kwargs):
@@ -168,11 +195,13 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             start = prev_output_tokens.size(1) - 1
             prev_output_tokens = prev_output_tokens[:, -1:]  # [B, 1]
-        x = self.embed(prev_output_tokens, start=start)  # [B, T, C]
+        pos = None if incremental_state is not None else \
+            _sampled_positions(self, prev_output_tokens.size(1), prev_output_tokens.device)  # [T] or None
+        x = self.embed(prev_output_tokens, start=start, positions=pos)  # [B, T, C]
         enc = encoder_out["encoder_out"][0]  # [B, S, C]
         enc_pad = encoder_out["encoder_padding_mask"][0]  # [B, S]
         for depth, layer in self.stack:
-            x = layer(x, enc, enc_pad, incremental_state, depth)
+            x = layer(x, enc, enc_pad, incremental_state, depth, positions=pos)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, {"attn": [None], "inner_states": [x]}
@@ -203,8 +232,7 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
         a("--activation-dropout", type=float, metavar="D", help="dropout inside the feed-forward block")
         a("--embedding-dropout", type=float, metavar="D",
           help="dropout on the input embeddings (default: --dropout with absolute positions, 0 without, as Csordás et al.)")
-        a("--absolute-positions", choices=["sinusoidal", "none"],
-          help="add sinusoidal absolute positions to the input embeddings (Vaswani) or none (relative models)")
+        position_registry.add_args(a)  # --absolute-positions, --self-attn-pos, ..., and every encoding's options
         a("--embedding-scaling", choices=list(EMBEDDING_SCALINGS),
           help="with absolute positions: teu = sqrt(d)*E + P (Xavier init); none = E + P (N(0,1) init); "
                "ped = E + P/sqrt(d) (Kaiming init). Csordás et al. 2021 §3.3. Without absolute positions "
@@ -218,15 +246,6 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
                "biases for every linear layer and LayerNorm eps 1e-6 (Ontañón et al. 2022 App. A); fairseq = "
                "fairseq's transformer (attention Q/K/V Xavier gain 1/sqrt(2), PyTorch-default feed-forward, "
                "N(0, d^-1/2) output projection; Chaabouni et al. 2021 §3)")
-        a("--self-attn-pos", choices=["none"] + sorted(SCORERS),
-          help="position scoring in every self-attention: none, or txl = Transformer-XL relative attention "
-               "(symmetric in the encoder, causal in the decoder; Csordás et al. 2021 §3.1), "
-               "t5 = a learned bias per head and layer on the logits, indexed by the key-minus-query distance "
-               "clipped to [-s, s], s = --rel-span, fixed_span = no attention beyond distance s "
-               "(Chaabouni et al. 2021 §3, Eq. 3)")
-        a("--rel-span", type=int, metavar="S",
-          help="span s of --self-attn-pos t5 / fixed_span and of --self-attn-type conv (kernel 2s+1 in the "
-               "encoder, causal kernel s+1 in the decoder); an integer >= 1 (Chaabouni et al. 2021: 2, 4 or 6)")
         a("--self-attn-type", choices=["attention", "conv", "linear"],
           help="attention: multi-head self-attention; conv: self-attention replaced by a lightweight convolution "
                "over the value projection, one softmax-normalised kernel per head over the span "
@@ -250,13 +269,6 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
           help="tie the output projection to the decoder input embedding (plus a learned output bias)")
         a("--share-all-embeddings", type=_bool, metavar="BOOL",
           help="one embedding for encoder input, decoder input and output (needs a joined dictionary)")
-        a("--cross-attn-pos", choices=["none"] + [f"{r}-{k}" for r in ("rel", "rel0") for k in ("e", "b", "eb")],
-          help="position scoring in decoder-to-encoder attention (Ontañón et al. 2022 §4.1): rel-e/-b/-eb = "
-               "relative labels l_{j-i} between decoder step i and source position j (from the first real token) "
-               "as the rel2-* models; rel0-* = the constant label l_0 for every pair, the authors' rel-* models "
-               "(no position information, same parameters)")
-        a("--rel-radius", type=int, metavar="R",
-          help="clipping radius of the rel-*/rel0-* labels (2R+1 labels; Ontañón et al. 2022: 16)")
         a("--copy-decoder", type=_bool, metavar="BOOL",
           help="copy decoder (Ontañón et al. 2022 §4.2): mix the vocabulary softmax with a copy distribution from "
                "single-head attention over the encoder output, through a sigmoid gate; needs a joined dictionary")
@@ -276,11 +288,11 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
                 raise UsageError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
             if args.encoder_embed_dim != args.decoder_embed_dim:
                 raise UsageError("--share-all-embeddings needs --encoder-embed-dim == --decoder-embed-dim")
-            enc_embed = dec_embed = _embedding(args, src_dict, args.encoder_embed_dim)
+            enc_embed = dec_embed = build_embedding(args, src_dict, args.encoder_embed_dim)
             args.share_decoder_input_output_embed = True
         else:
-            enc_embed = _embedding(args, src_dict, args.encoder_embed_dim)
-            dec_embed = _embedding(args, tgt_dict, args.decoder_embed_dim)
+            enc_embed = build_embedding(args, src_dict, args.encoder_embed_dim)
+            dec_embed = build_embedding(args, tgt_dict, args.decoder_embed_dim)
         encoder = CompgenEncoder(args, src_dict, enc_embed)
         decoder = CompgenDecoder(args, tgt_dict, dec_embed)
         return apply_param_init(cls(encoder, decoder), args.param_init)

@@ -21,11 +21,11 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from torch import nn
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.models.compgen_transformer import (CompgenEncoder, CompgenTransformerModel, _embedding,
-                                                        _scorer_options)
+from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, build_embedding
 from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
-from fairseq_compgen.modules.position_scorer import SCORERS, build_scorer
+from fairseq_compgen.modules import positions
+from fairseq_compgen.modules.positions import registry as position_registry
 
 TAG_FIELDS = ("role", "category", "noun_type", "verb_name")
 
@@ -39,8 +39,10 @@ class CompgenTaggerModel(BaseFairseqModel):
         self.heads = nn.ModuleDict({f: nn.Linear(dim, n) for f, n in n_tags.items()})
         pos = args.tagger_parent_pos
         if pos in (None, "inherit"):  # the encoder's scorer, for the attention head only
-            pos = args.self_attn_pos if args.tagger_parent_head == "attention" else "none"
-        scorer = build_scorer(pos, embed_dim=dim, num_heads=1, causal=False, **_scorer_options(args))
+            pos = position_registry.site_name(args, positions.ENCODER_SELF) if args.tagger_parent_head == "attention" \
+                else "none"
+        scorer = positions.build_attention_position(pos, positions.ENCODER_SELF, embed_dim=dim, num_heads=1,
+                                                    **position_registry.option_values(args))
         if scorer is not None and args.tagger_parent_head != "attention":
             raise UsageError(f"--tagger-parent-pos {pos} needs --tagger-parent-head attention "
                              f"(got {args.tagger_parent_head}; use --tagger-parent-pos none)")
@@ -57,7 +59,7 @@ class CompgenTaggerModel(BaseFairseqModel):
         a("--tagger-max-len", type=int, metavar="N",
           help="positions the absolute / relative parent classifiers can name (default: the longest sentence "
                "of every subset in the data folder, stored in the checkpoint)")
-        a("--tagger-parent-pos", choices=["inherit", "none"] + sorted(SCORERS),
+        a("--tagger-parent-pos", choices=["inherit"] + position_registry.names(positions.ENCODER_SELF),
           help="position scorer of the attention parent head (default inherit: the encoder's --self-attn-pos, "
                "as the authors' code gives it the relative embeddings/biases of rel-* encoders)")
 
@@ -67,7 +69,7 @@ class CompgenTaggerModel(BaseFairseqModel):
         if args.tagger_max_len is None and args.tagger_parent_head != "attention":
             args.tagger_max_len = task.max_sentence_length
         src_dict = task.source_dictionary
-        encoder = CompgenEncoder(args, src_dict, _embedding(args, src_dict, args.encoder_embed_dim))
+        encoder = CompgenEncoder(args, src_dict, build_embedding(args, src_dict, args.encoder_embed_dim))
         model = cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})
         return apply_param_init(model, args.param_init)
 

@@ -1,9 +1,11 @@
 """Multi-head attention with pluggable position scoring and a decoding cache per depth.
 
 One attention module serves every variant of the project. What differs between papers is *how
-positions enter the logits*; that is delegated to a `PositionScorer` (see `position_scorer.py`):
+positions enter the logits*; that is delegated to a position encoding `scorer` (an `AttentionPosition`, see
+modules/positions/base.py), whose hooks are called here and never named:
 
-    logits[b, h, i, j] = scale * (scorer.content_query(q))[b,h,i] . k[b,h,j] + scorer.bias(q, i, j)[b,h,i,j]
+    q, k = scorer.rotate(q, k, q_pos, k_pos)                                       (RoPE, xPos; else identity)
+    logits[b, h, i, j] = scale * (scorer.content_query(q))[b,h,i] . k[b,h,j] + scorer.bias(q, i, j, k)[b,h,i,j]
     probs = softmax_j(logits + mask)           out = W_o concat_h(sum_j probs v_j)
 
 With no scorer this is Vaswani et al.'s attention. Projections have no bias by default, as in
@@ -88,11 +90,13 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         causal: bool = False,
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
+        positions: Optional[Tensor] = None,
     ) -> Tensor:
         """
         query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
         key_padding_mask: [B, Tk] bool, True at padding; causal: forbid keys after the query;
-        incremental_state: decoding cache, `query` then holds only the new step(s).
+        incremental_state: decoding cache, `query` then holds only the new step(s);
+        positions: [T] increasing positions of the self-attention's tokens (default 0..T-1; randomized positions).
         Returns [B, Tq, C].
         """
         B, Tq, _ = query.shape
@@ -120,18 +124,27 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v, "steps": steps})
         Tk = k.size(2)
 
-        q_pos = torch.arange(start, start + Tq, device=query.device)  # [Tq]
-        k_pos = torch.arange(Tk, device=query.device)  # [Tk]
-        if self.key_positions_from_padding and key_padding_mask is not None:
+        q_idx = torch.arange(start, start + Tq, device=query.device)  # [Tq] indices of the queries
+        k_idx = torch.arange(Tk, device=query.device)  # [Tk]
+        q_pos, k_pos = q_idx, k_idx  # positions the encoding sees
+        if positions is not None:  # e.g. randomized positions (positions/randomized.py): [T] increasing
+            q_pos, k_pos = positions[start:start + Tq], positions[:Tk]
+        from_padding = self.key_positions_from_padding or getattr(self.scorer, "positions_from_padding", False)
+        if from_padding and key_padding_mask is not None:
             k_pos = (~key_padding_mask).long().cumsum(1) - 1  # [B, Tk] (pads: -1 or earlier positions, masked)
+            if positions is not None:
+                k_pos = positions[k_pos.clamp(min=0)]  # [B, Tk]
+            if is_self:  # per-example query positions as well (encoders whose bias is not shift-invariant)
+                q_pos = k_pos  # [B, Tq]
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
         if self.scorer is not None:
+            q, k = self.scorer.rotate(q, k, q_pos, k_pos)  # [B, H, Tq, dh], [B, H, Tk, dh]
             q_content = self.scorer.content_query(q)
-            bias = self.scorer.bias(q, q_pos, k_pos, self.scale)
+            bias = self.scorer.bias(q, q_pos, k_pos, self.scale, k=k)
         blocked = None  # bool, True where a query may not look, broadcastable to [B, H, Tq, Tk]
         if causal:
-            blocked = (k_pos[None, :] > q_pos[:, None]).view(1, 1, Tq, Tk)
+            blocked = (k_idx[None, :] > q_idx[:, None]).view(1, 1, Tq, Tk)
         if key_padding_mask is not None:
             pad = key_padding_mask.view(B, 1, 1, Tk)
             blocked = pad if blocked is None else (blocked | pad)

@@ -41,7 +41,7 @@ from torch import Tensor
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
 from fairseq_compgen.modules.dropout import dropout
-from fairseq_compgen.modules.span_scorers import check_span, relative_window
+from fairseq_compgen.modules.positions.span import check_span, relative_window
 
 
 class ConvSelfAttention(FairseqIncrementalState, nn.Module):

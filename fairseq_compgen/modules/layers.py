@@ -55,9 +55,12 @@ class EncoderLayer(nn.Module):
         self.attn_block = Sublayer(dim, dropout, normalize_before)
         self.ffn_block = Sublayer(dim, dropout, normalize_before)
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor], depth: int = 0) -> Tensor:
-        """x [B, S, C]; padding_mask [B, S] (True at pads) -> [B, S, C]"""
-        x = self.attn_block(x, lambda h: gated(self.gate, self.self_attn(h, key_padding_mask=padding_mask, depth=depth)))
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor], depth: int = 0,
+                positions: Optional[Tensor] = None) -> Tensor:
+        """x [B, S, C]; padding_mask [B, S] (True at pads); positions [S] (None: 0..S-1) -> [B, S, C]"""
+        extra = {} if positions is None else {"positions": positions}
+        x = self.attn_block(x, lambda h: gated(self.gate, self.self_attn(h, key_padding_mask=padding_mask, depth=depth,
+                                                                         **extra)))
         return self.ffn_block(x, self.ffn)
 
 
@@ -79,10 +82,14 @@ class DecoderLayer(nn.Module):
         encoder_padding_mask: Optional[Tensor],
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
+        positions: Optional[Tensor] = None,
     ) -> Tensor:
-        """x [B, T, C]; encoder_out [B, S, C]; encoder_padding_mask [B, S] -> [B, T, C]"""
+        """x [B, T, C]; encoder_out [B, S, C]; encoder_padding_mask [B, S]; positions [T] of the self-attention
+        (None: 0..T-1) -> [B, T, C]"""
+        extra = {} if positions is None else {"positions": positions}
         x = self.self_block(
-            x, lambda h: gated(self.gate, self.self_attn(h, causal=True, incremental_state=incremental_state, depth=depth))
+            x, lambda h: gated(self.gate, self.self_attn(h, causal=True, incremental_state=incremental_state,
+                                                         depth=depth, **extra))
         )
         x = self.cross_block(
             x,

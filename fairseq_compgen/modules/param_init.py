@@ -9,8 +9,8 @@ see each module's docstring). Two papers say they used another framework's defau
   not reproduce some results until these details were made to match Keras."  Every `nn.Linear` of the model
   (attention, feed-forward, copy decoder, tagger heads) is re-initialised so, every `nn.LayerNorm` gets eps 1e-6.
   The decoder's separate output projection is already Glorot-uniform with a zero bias. The embedding side
-  (U[-0.05, 0.05], times sqrt(d)) is `--embedding-scaling keras` (modules/positions.py); the relative tables are
-  U[-0.05, 0.05] by themselves (modules/relative_ontanon.py).
+  (U[-0.05, 0.05], times sqrt(d)) is `--embedding-scaling keras` (modules/embedding.py); the relative tables are
+  U[-0.05, 0.05] by themselves (modules/positions/relative_ontanon.py).
 * `fairseq` -- Chaabouni, Dessì, Kharitonov (2021) §3: "fairseq's Transformer with its initialization and default
   parameters", i.e. fairseq's `MultiheadAttention.reset_parameters` (Q, K, V Xavier-uniform with gain 1/sqrt(2)
   when queries, keys and values have one size, else gain 1; their biases PyTorch's default; the output projection

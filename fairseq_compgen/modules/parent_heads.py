@@ -14,7 +14,7 @@ cross-entropy targets) and `to_parents` maps predicted classes back to parents:
   positions of the batch): logits_ij = (W_q x_i + b_q).(W_k x_j + b_k) / sqrt(C), padded keys masked,
   no parent = pointing to itself (j = i). With a position scorer (the encoder's `--self-attn-pos`, e.g.
   `rel-eb`: the code gives this attention 2R+1 = 33 relative embeddings of size C and, for rel-eb,
-  biases) its terms are added as in every other attention (modules/position_scorer.py), with 1 head.
+  biases) its terms are added as in every other attention (modules/positions/base.py), with 1 head.
 
 Parents a class cannot express (absolute or relative class outside K, attention to a padded key) are
 returned as `INVALID` by `to_parents`, so a prediction holding one is wrong, never silently clipped.
@@ -125,11 +125,13 @@ class AttentionParentHead(ParentHead):
         S = x.size(1)
         q = self.query(x).unsqueeze(1)  # [B, 1, S, C]: one head
         k = self.key(x).unsqueeze(1)  # [B, 1, S, C]
-        q_content = q if self.scorer is None else self.scorer.content_query(q)
-        logits = self.scale * q_content @ k.transpose(-1, -2)  # [B, 1, S, S]
-        if self.scorer is not None:
+        if self.scorer is None:
+            logits = self.scale * q @ k.transpose(-1, -2)  # [B, 1, S, S]
+        else:  # the hooks of modules/positions/base.py, as in every attention
             pos = torch.arange(S, device=x.device)
-            bias = self.scorer.bias(q, pos, pos, self.scale)  # broadcastable to [B, 1, S, S]
+            q, k = self.scorer.rotate(q, k, pos, pos)
+            logits = self.scale * self.scorer.content_query(q) @ k.transpose(-1, -2)  # [B, 1, S, S]
+            bias = self.scorer.bias(q, pos, pos, self.scale, k=k)  # broadcastable to [B, 1, S, S]
             if bias is not None:
                 logits = logits + bias
         return logits.squeeze(1).masked_fill(pad[:, None, :], float("-inf"))  # [B, S(token), S(parent)]

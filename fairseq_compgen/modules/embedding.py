@@ -1,4 +1,4 @@
-"""Sinusoidal position encodings and the token-embedding scaling schemes of Csordás et al. (2021).
+"""The token embedding, its scaling schemes (Csordás et al. 2021) and the absolute positions added to it.
 
 Csordás, Irie, Schmidhuber (2021), "The Devil is in the Detail: Simple Tricks Improve Systematic
 Generalization of Transformers", §3.3 and App. D (spec_000 §2.2):
@@ -29,9 +29,12 @@ initialization and default parameters" (fairseq's `Embedding` and `SinusoidalPos
 
 i.e. the sines in the first half and the cosines in the second (not interleaved), a frequency step of
 ln(10000) / (d/2 - 1), and positions offset by padding_idx + 1 (fairseq's `make_positions`).
+
+The absolute positions themselves are position encodings of the INPUT site (`--absolute-positions`, the registry of
+modules/positions/): `sinusoidal` (modules/positions/sinusoidal.py, both layouts above), `learned`, or none.
 """
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn as nn
@@ -39,35 +42,9 @@ from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.dropout import Dropout
+from fairseq_compgen.modules.positions.registry import build_input_position
 
 EMBEDDING_SCALINGS = ("teu", "none", "ped", "keras", "fairseq")
-
-
-def sinusoid(positions: Tensor, dim: int) -> Tensor:
-    """Interleaved sinusoids of Eq. 1 at (possibly negative, possibly fractional) `positions`.
-
-    positions: [...] -> returns [..., dim] (float32).
-    """
-    assert dim % 2 == 0, f"sinusoidal encodings need an even dimension, got {dim}"
-    inv_freq = torch.exp(
-        torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) * (-math.log(10000.0) / dim)
-    )  # [dim/2]
-    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # [..., dim/2]
-    out = torch.stack((angles.sin(), angles.cos()), dim=-1)  # [..., dim/2, 2]
-    return out.flatten(-2)  # [..., dim]: sin on even channels, cos on odd
-
-
-def sinusoid_fairseq(positions: Tensor, dim: int) -> Tensor:
-    """fairseq's sinusoid layout (see the module docstring) at `positions` (already offset by padding_idx + 1).
-
-    positions: [...] -> returns [..., dim] (float32): sin on channels [0, dim/2), cos on [dim/2, dim).
-    """
-    assert dim % 2 == 0 and dim >= 4, f"fairseq's sinusoids need an even dimension >= 4, got {dim}"
-    half = dim // 2
-    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
-                         * (-math.log(10000.0) / (half - 1)))  # [dim/2]
-    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # [..., dim/2]
-    return torch.cat((angles.sin(), angles.cos()), dim=-1)  # [..., dim]
 
 
 def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> Tensor:
@@ -77,18 +54,18 @@ def positions_from_padding(tokens: Tensor, padding_idx: int, start: int = 0) -> 
 
 
 class TokenEmbedding(nn.Module):
-    """Token embedding plus (optionally) absolute sinusoidal positions, scaled by one of the schemes above.
+    """Token embedding plus (optionally) absolute positions, scaled by one of the schemes above.
 
-    `scaling=None`: Xavier-uniform init, no scaling (relative-attention models). `positions`: add the sinusoids.
+    `scaling=None`: Xavier-uniform init, no scaling (relative-attention models). `positions`: the name of an
+    absolute-position encoding (`--absolute-positions`; True means sinusoidal, False none) given `position_options`.
     """
 
     def __init__(self, num_embeddings: int, dim: int, padding_idx: int, scaling: Optional[str], dropout: float,
-                 positions: bool = True):
+                 positions: Union[bool, str] = True, position_options: Optional[dict] = None):
         super().__init__()
         if scaling is not None and scaling not in EMBEDDING_SCALINGS:
             raise UsageError(f"--embedding-scaling must be one of {EMBEDDING_SCALINGS}, got {scaling!r}")
         self.dim, self.padding_idx, self.scaling = dim, padding_idx, scaling
-        self.positions = positions
         self.embed = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
         if scaling in (None, "teu"):
             nn.init.xavier_uniform_(self.embed.weight)
@@ -105,19 +82,25 @@ class TokenEmbedding(nn.Module):
         self.token_scale = math.sqrt(dim) if scaling in ("teu", "keras", "fairseq") else 1.0
         self.position_scale = 1.0 / math.sqrt(dim) if scaling == "ped" else 1.0
         self.dropout = Dropout(dropout)
+        name = {True: "sinusoidal", False: "none"}.get(positions, positions)
+        # built after the token table, so the random draws of existing models are unchanged
+        self.positions = build_input_position(name, embed_dim=dim, padding_idx=padding_idx, scaling=scaling,
+                                              **(position_options or {}))  # None: no absolute positions
 
     @property
     def weight(self) -> Tensor:
         return self.embed.weight
 
-    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
-        """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding."""
+    def forward(self, tokens: Tensor, start: int = 0, positions: Optional[Tensor] = None) -> Tensor:
+        """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding;
+        `positions` [>= T] replace 0, 1, ... (randomized positions: the n-th real token gets positions[n])."""
         x = self.embed(tokens) * self.token_scale
-        if self.positions:
+        if self.positions is not None:
             pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
-            if self.scaling == "fairseq":
-                p = sinusoid_fairseq(pos + self.padding_idx + 1, self.dim)
-            else:
-                p = self.position_scale * sinusoid(pos, self.dim)
+            if positions is not None:
+                pos = positions[pos]  # [B, T]
+            p = self.positions(pos)  # [B, T, dim]
+            if self.position_scale != 1.0:
+                p = self.position_scale * p
             x = x + p.to(x.dtype)
         return self.dropout(x)

@@ -1,0 +1,316 @@
+"""The positions wing (modules/positions/, issue 24): the registry and its generated flags, and every new encoding
+against a slow, direct implementation of its paper's formula and against step-by-step decoding."""
+import argparse
+import math
+
+import pytest
+import torch
+
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.models.compgen_transformer import CompgenTransformerModel
+from fairseq_compgen.modules.attention import MultiheadAttention
+from fairseq_compgen.modules.positions import DECODER_SELF, ENCODER_SELF, ENCODINGS, build_attention_position
+from fairseq_compgen.modules.positions import registry
+from model_helpers import build
+
+PAD = 1
+NEW_PRESETS = ["nope_transformer_scan", "learned_transformer_scan", "alibi_transformer_scan",
+               "rope_transformer_scan", "xpos_transformer_scan", "fire_transformer_scan", "cope_transformer_scan",
+               "random_rope_transformer_scan"]
+
+
+def _parser():
+    p = argparse.ArgumentParser()
+    CompgenTransformerModel.add_args(p)
+    return p
+
+
+# ---- registry -----------------------------------------------------------------------------------------------
+def test_every_encoding_has_a_paper_help_and_a_flag_choice():
+    p = _parser()
+    acts = {a.dest: a for a in p._actions}
+    for name, e in ENCODINGS.items():
+        assert e.paper and e.help, name
+        flags = [dest for dest, (sites, _, _) in registry.SITE_FLAGS.items() if set(sites) & e.sites]
+        assert flags, name
+        for dest in flags:
+            assert name in acts[dest].choices, (name, dest)
+        for o in e.options:
+            assert acts[o.dest].default is None and o.dest in registry.defaults(), o.flag
+
+
+def test_help_lists_every_encoding_with_its_paper(capsys):
+    from fairseq_compgen import help as help_cmd
+
+    help_cmd.main([])
+    out = capsys.readouterr().out
+    for name, e in ENCODINGS.items():
+        assert any(line.split()[:1] == [name] and e.paper in line for line in out.splitlines()), name
+
+
+def test_encoding_refused_where_it_cannot_act():
+    with pytest.raises(UsageError, match="xpos.*cannot act in encoder-self.*--encoder-self-attn-pos"):
+        build("rope_transformer_scan", self_attn_pos="xpos", encoder_self_attn_pos=None, decoder_self_attn_pos=None)
+    with pytest.raises(UsageError, match="alibi.*cannot act in cross"):
+        build("compgen_transformer", cross_attn_pos="alibi")
+
+
+@pytest.mark.parametrize("pos", ["rope", "alibi"])
+def test_linear_and_conv_refuse_position_encodings(pos):
+    with pytest.raises(UsageError, match="linear takes no self-attention position encoding"):
+        build("linear_uni_transformer_scan", self_attn_pos=pos)
+    with pytest.raises(UsageError, match="conv replaces self-attention"):
+        build("sag_conv_transformer_scan", self_attn_pos=pos)
+
+
+def test_options_reach_the_module_and_defaults_apply():
+    m = build("rope_transformer_scan", rope_theta=100.0)
+    sc = m.encoder.stack.layers[0].self_attn.scorer
+    assert sc.inv_freq[1].item() == pytest.approx(100.0 ** (-2 / 16))
+    assert build("alibi_transformer_scan").encoder.args.rel_span == 4
+
+
+# ---- slow references ----------------------------------------------------------------------------------------
+def slow_attention(attn, x, pad, causal, logit_fn):
+    """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, i, j, ctx) -> the logit (float),
+    ctx = dict(b=, q=[T, dh] and k=[T, dh] of head h in example b, pad=[T])."""
+    B, T, C = x.shape
+    H, dh = attn.num_heads, attn.head_dim
+    q = attn.q_proj(x).view(B, T, H, dh).double()
+    k = attn.k_proj(x).view(B, T, H, dh).double()
+    v = attn.v_proj(x).view(B, T, H, dh).double()
+    out = torch.zeros(B, T, H, dh, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                ctx = dict(b=b, q=q[b, :, h], k=k[b, :, h], pad=pad[b])
+                logits = [float("-inf") if bool(pad[b, j]) or (causal and j > i)
+                          else logit_fn(q[b, i, h], k[b, j, h], h, i, j, ctx) for j in range(T)]
+                w = torch.softmax(torch.tensor(logits, dtype=torch.float64), 0)
+                out[b, i, h] = sum(w[j] * v[b, j, h] for j in range(T))
+    return attn.out_proj(out.view(B, T, C).float())
+
+
+def rotate_slow(x, p, theta=10000.0):
+    """RoFormer Eq. 34: each pair (x_2k, x_2k+1) rotated by p * theta^(-2k/d)."""
+    d = x.numel()
+    y = x.clone()
+    for kk in range(d // 2):
+        a = p * theta ** (-2 * kk / d)
+        y[2 * kk] = x[2 * kk] * math.cos(a) - x[2 * kk + 1] * math.sin(a)
+        y[2 * kk + 1] = x[2 * kk] * math.sin(a) + x[2 * kk + 1] * math.cos(a)
+    return y
+
+
+def alibi_logit(H):
+    def f(q, k, h, i, j, ctx):
+        m = 2 ** (-8 * (h + 1) / H)  # Press et al. §3: the slopes 2^(-8/H), 2^(-16/H), ...
+        return float(q @ k) / math.sqrt(q.numel()) - m * abs(i - j)
+    return f
+
+
+def rope_logit(q, k, h, i, j, ctx):
+    return float(rotate_slow(q, i) @ rotate_slow(k, j)) / math.sqrt(q.numel())
+
+
+def xpos_logit(q, k, h, i, j, ctx):
+    d = q.numel()
+    zeta = torch.tensor([(2 * kk / d + 0.4) / 1.4 for kk in range(d // 2) for _ in (0, 1)], dtype=torch.float64)
+    return float((rotate_slow(q, i) * zeta ** (i / 512)) @ (rotate_slow(k, j) * zeta ** (-j / 512))) / math.sqrt(d)
+
+
+def fire_logit(causal):
+    """Li et al. §3: b_h(i, j) = MLP(psi(i - j) / psi(max(L, i)))_h, psi(x) = log(c x + 1); in the encoder (our
+    symmetric form) |i - j| / psi(max(L, n - 1)), positions counted from the first real token, n real tokens."""
+    def f(q, k, h, i, j, ctx):
+        sc = ctx["attn"].scorer
+        c, L = math.exp(float(sc.log_c)), float(sc.threshold)
+        psi = lambda x: math.log(c * x + 1)  # noqa: E731
+        first = int(ctx["pad"].long().sum())  # left padding
+        i, j = i - first, j - first
+        n = len(ctx["pad"]) - first
+        x = psi(i - j) / psi(max(L, i)) if causal else psi(abs(i - j)) / psi(max(L, n - 1))
+        hidden = torch.relu(sc.mlp_in.weight[:, 0].double() * x + sc.mlp_in.bias.double())
+        b = float(sc.mlp_out.weight[h].double() @ hidden + sc.mlp_out.bias[h])
+        return float(q @ k) / math.sqrt(q.numel()) + b
+    return f
+
+
+def cope_logit(q, k, h, i, j, ctx):
+    """Golovneva et al. §3: g_it = sigmoid(q_i.k_t), p_ij = sum_{t=j..i} g_it (clipped at P-1), e[p] interpolated
+    between e[floor p] and e[ceil p], logit = q_i.(k_j + e[p_ij]) / sqrt(d_head)."""
+    e = ctx["attn"].scorer.embedding.double()  # [P, dh]
+    p = sum(torch.sigmoid(q @ ctx["k"][t]) for t in range(j, i + 1)).item()
+    p = min(p, e.size(0) - 1)
+    lo, hi = math.floor(p), math.ceil(p)
+    ep = (p - lo) * e[hi] + (1 - p + lo) * e[lo]
+    return float(q @ (k + ep)) / math.sqrt(q.numel())
+
+
+CASES = [("alibi", False, alibi_logit(4)), ("alibi", True, alibi_logit(4)), ("rope", False, rope_logit),
+         ("rope", True, rope_logit), ("xpos", True, xpos_logit), ("fire", False, fire_logit(False)),
+         ("fire", True, fire_logit(True)), ("cope", True, cope_logit)]
+
+
+@pytest.mark.parametrize("name, causal, logit_fn", CASES, ids=[f"{c[0]}-{'dec' if c[1] else 'enc'}" for c in CASES])
+def test_encoding_matches_its_formula(name, causal, logit_fn):
+    torch.manual_seed(0)
+    C, H, T = 16, 4, 6
+    sc = build_attention_position(name, DECODER_SELF if causal else ENCODER_SELF, embed_dim=C, num_heads=H,
+                                  fire_threshold=3.0, cope_max_positions=4)  # L inside the lengths; p clipped
+    with torch.no_grad():
+        if name == "fire":
+            sc.log_c.fill_(0.3)  # c != 1
+    attn = MultiheadAttention(C, H, scorer=sc).eval()
+    inner = logit_fn
+    logit_fn = lambda q, k, h, i, j, ctx: inner(q, k, h, i, j, dict(ctx, attn=attn))  # noqa: E731
+    x = torch.randn(2, T, C)
+    pad = torch.zeros(2, T, dtype=torch.bool)
+    if not causal:
+        pad[1, :2] = True  # left padding in the encoder
+    with torch.no_grad():
+        fast = attn(x, key_padding_mask=pad, causal=causal)
+        slow = slow_attention(attn, x, pad, causal, logit_fn)
+    keep = ~pad
+    assert torch.allclose(fast[keep], slow[keep], atol=1e-5), (fast - slow)[keep].abs().max()
+
+
+def test_alibi_slopes_for_8_heads_are_the_papers():
+    from fairseq_compgen.modules.positions.alibi import alibi_slopes
+
+    assert alibi_slopes(8).tolist() == pytest.approx([1 / 2 ** k for k in range(1, 9)])
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "fire"])
+def test_relative_encodings_ignore_left_padding(name):
+    """RoPE, ALiBi and FIRE see distances (FIRE: and each example's own length) only: left padding must not change
+    the real tokens' outputs."""
+    torch.manual_seed(1)
+    attn = MultiheadAttention(16, 4, scorer=build_attention_position(name, ENCODER_SELF, embed_dim=16, num_heads=4)).eval()
+    x = torch.randn(1, 5, 16)
+    padded = torch.cat([torch.randn(1, 3, 16), x], dim=1)
+    pad = torch.tensor([[True] * 3 + [False] * 5])
+    assert torch.allclose(attn(x), attn(padded, key_padding_mask=pad)[:, 3:], atol=1e-5)
+
+
+def test_learned_positions_are_added_to_the_embedding():
+    model = build("learned_transformer_scan").eval()
+    emb = model.encoder.embed
+    tokens = torch.tensor([[PAD, 5, 6, 5]])
+    expected = math.sqrt(128) * emb.weight[tokens[0, 1:]] + emb.positions.table.weight[:3]
+    assert torch.allclose(emb(tokens)[0, 1:], expected, atol=1e-5)
+    with pytest.raises(UsageError, match="beyond --learned-max-positions 2"):
+        build("learned_transformer_scan", learned_max_positions=2).encoder.embed(tokens)
+
+
+def test_nope_has_no_position_signal():
+    model = build("nope_transformer_scan").eval()
+    assert model.encoder.embed.positions is None
+    assert all(layer.self_attn.scorer is None for _, layer in model.encoder.stack)
+    src = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():  # a bag of tokens: permuting the source permutes the encoder's output
+        a = model.encoder(src)["encoder_out"][0]
+        b = model.encoder(src[:, [2, 0, 3, 1]])["encoder_out"][0]
+    assert torch.allclose(a[:, [2, 0, 3, 1]], b, atol=1e-5)
+
+
+# ---- step by step == full forward, for every new preset, with universal sharing, SAG and the copy decoder ------
+def _inputs(model, B=3, S=7, T=6):
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, len(model.encoder.dictionary), (B, S), generator=g)
+    src[0, :3] = PAD
+    prev = torch.randint(4, len(model.decoder.dictionary), (B, T), generator=g)
+    prev[:, 0] = 2
+    return src, src.ne(PAD).sum(1), prev
+
+
+COMBOS = [(a, {}) for a in NEW_PRESETS] + [
+    ("rope_transformer_scan", dict(universal=True, encoder_sag_init=0.0, decoder_sag_init=0.0)),
+    ("alibi_transformer_scan", dict(copy_decoder=True, cross_attn_pos="rel-eb")),
+    ("xpos_transformer_scan", dict(universal=True, absolute_positions="learned")),
+    ("fire_transformer_scan", dict(universal=True, copy_decoder=True, decoder_sag_init=1.0)),
+    ("cope_transformer_scan", dict(universal=True, encoder_self_attn_pos="fire", random_positions=64)),
+]
+
+
+@pytest.mark.parametrize("arch, flags", COMBOS, ids=[f"{a}-{'+'.join(f) or 'preset'}" for a, f in COMBOS])
+def test_step_by_step_decoding_equals_full_forward(arch, flags):
+    torch.manual_seed(0)
+    model = build(arch, encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64,
+                  decoder_ffn_embed_dim=64, encoder_attention_heads=4, decoder_attention_heads=4, **flags).eval()
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        full, _ = model(src, lengths, prev)
+        enc = model.encoder(src, lengths)
+        state = {}
+        steps = [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0] for t in range(prev.size(1))]
+    diff = (torch.cat(steps, dim=1) - full).abs().max().item()
+    assert diff < 1e-4, f"{arch} {flags}: incremental decoding differs from the full forward pass by {diff}"
+
+
+# ---- randomized positions (Ruoss et al. 2023) -----------------------------------------------------------------
+def test_sampled_positions_are_a_sorted_subset():
+    from fairseq_compgen.modules.positions.randomized import sample_positions
+
+    g = torch.Generator().manual_seed(0)
+    draws = [sample_positions(7, 20, generator=g) for _ in range(50)]
+    for p in draws:
+        assert p.shape == (7,) and bool((p[1:] > p[:-1]).all()) and 0 <= int(p[0]) and int(p[-1]) < 20
+    assert len({tuple(p.tolist()) for p in draws}) > 1 and max(int(p[-1]) for p in draws) > 7  # beyond 0..T-1
+    with pytest.raises(UsageError, match="smaller than a sequence of length 21"):
+        sample_positions(21, 20)
+
+
+def test_random_positions_reach_rope_and_the_embedding():
+    """At training the attention sees the sampled positions (RoPE at sample[i], sample[j]) and the embedding
+    reads the n-th real token's position from the sample."""
+    torch.manual_seed(0)
+    C, H = 16, 4
+    attn = MultiheadAttention(C, H, scorer=build_attention_position("rope", DECODER_SELF, embed_dim=C, num_heads=H))
+    x = torch.randn(2, 5, C)
+    pos = torch.tensor([2, 3, 7, 11, 12])
+    with torch.no_grad():
+        fast = attn(x, causal=True, positions=pos)
+        slow = slow_attention(attn, x, torch.zeros(2, 5, dtype=torch.bool), True,
+                              lambda q, k, h, i, j, ctx: rope_logit(q, k, h, int(pos[i]), int(pos[j]), ctx))
+    assert torch.allclose(fast, slow, atol=1e-5)
+    emb = build("learned_transformer_scan", random_positions=16).encoder.embed.eval()
+    tokens = torch.tensor([[PAD, 5, 6, 5]])
+    expected = math.sqrt(128) * emb.weight[tokens[0, 1:]] + emb.positions.table.weight[pos[:3]]
+    assert torch.allclose(emb(tokens, positions=pos)[0, 1:], expected, atol=1e-5)
+
+
+def test_random_positions_are_plain_at_evaluation_and_random_in_training():
+    torch.manual_seed(0)
+    model = build("random_rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    plain = build("rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    plain.load_state_dict(model.state_dict())
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        assert torch.equal(model.eval()(src, lengths, prev)[0], plain.eval()(src, lengths, prev)[0])
+        trained = model.train()(src, lengths, prev)[0]
+    assert not torch.allclose(trained, plain(src, lengths, prev)[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("flags, error", [
+    (dict(arch="nope_transformer_scan"), "needs an encoding that takes positions"),
+    (dict(arch="linear_uni_transformer_scan"), "needs softmax self-attention"),
+])
+def test_random_positions_refused_where_nothing_takes_them(flags, error):
+    with pytest.raises(UsageError, match=error):
+        build(flags["arch"], random_positions=64)
+
+
+@pytest.mark.parametrize("arch", ["alibi_transformer_scan", "rope_transformer_scan", "xpos_transformer_scan",
+                                  "fire_transformer_scan", "cope_transformer_scan", "learned_transformer_scan"])
+def test_training_attention_path_equals_sdpa(arch):
+    """Training computes attention explicitly (modules/attention.py); with a dropout that keeps every weight it
+    must equal the SDPA path of evaluation, position terms included."""
+    torch.manual_seed(0)
+    model = build(arch, dropout=0.0, activation_dropout=0.0, embedding_dropout=0.0, attention_dropout=1e-12,
+                  encoder_embed_dim=32, decoder_embed_dim=32, encoder_attention_heads=4, decoder_attention_heads=4)
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        explicit = model.train()(src, lengths, prev)[0]
+        sdpa = model.eval()(src, lengths, prev)[0]
+    assert torch.allclose(explicit, sdpa, atol=1e-5)
