@@ -6,15 +6,17 @@ import copy
 
 import pytest
 import torch
+from fairseq.models import ARCH_CONFIG_REGISTRY
 
 from model_helpers import build, build_task, compgen_archs, first_batch
 from test_models import _inputs
 
 SUFFIXES = ("_scan", "_cfq", "_pcfg", "_cogs", "_math", "_iwslt_de_en", "_flores", "_noun_adj")
 # one preset per mechanism: the presets without a dataset suffix (a suffix only changes sizes and dropout), plus
-# the linear-attention family, whose presets all carry one
+# the linear-attention family and the position encodings of models/archs_positions.py, whose presets all carry one
 ARCHS = sorted({a for a in compgen_archs() if not a.endswith(SUFFIXES)} |
-               {a for a in compgen_archs() if a.startswith("linear_") and a.endswith("_scan")})
+               {a for a in compgen_archs() if a.startswith("linear_") and a.endswith("_scan")} |
+               {a for a in compgen_archs() if ARCH_CONFIG_REGISTRY[a].__module__.endswith("archs_positions")})
 # max |log p - log p_fp32| over every position and word: bf16 keeps 8 bits of mantissa, fp16 11. Measured on
 # these presets (random init, batch of 3 with left padding): at most 0.06 (bf16, autocast) and 0.009 (fp16); a
 # mask or a cache that breaks under a dtype gives differences of order 1
@@ -56,10 +58,11 @@ def test_forward_and_decoding_in_reduced_precision(arch, mode):
 
 
 # a training step on each family of mechanisms (content attention, relative scorers, universal sharing, SAG,
-# span/conv scorers, copy decoder, linear attention, Syntactic Attention)
+# span/conv scorers, copy decoder, linear attention, Syntactic Attention, ALiBi, RoPE, FIRE, CoPE)
 TRAIN_ARCHS = ["compgen_transformer", "rel_uni_transformer", "sag_t5_transformer", "sag_conv_transformer",
                "sag_fixed_span_transformer", "ontanon_rel2_eb_c", "linear_l2_uni_transformer_scan",
-               "syntactic_attention"]
+               "syntactic_attention", "alibi_transformer_scan", "rope_transformer_scan", "fire_transformer_scan",
+               "cope_transformer_scan"]
 
 
 @pytest.mark.parametrize("arch", TRAIN_ARCHS)
