@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder
 
 PACKAGE = recipes.PACKAGE
 CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
@@ -113,14 +113,35 @@ def finished(save: Path, args: Sequence[str]) -> Optional[int]:
     budget, ckpt = max_update(args), save / "checkpoint_last.pt"
     if budget is None or not ckpt.is_file():
         return None
+    done = checkpoint_updates(ckpt)  # None when unreadable: fairseq-train reports that (tasks/checkpoint_guard.py)
+    return done if done is not None and done >= budget else None
+
+
+def checkpoint_updates(ckpt: Path) -> Optional[int]:
+    """The update count stored in a fairseq checkpoint; None when it cannot be read (absent, incomplete, not one)."""
+    import zipfile
+
     import torch
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)  # fairseq's own checkpoint
-        done = int(state["optimizer_history"][-1]["num_updates"])
-    except Exception:  # unreadable: fairseq-train reports that itself (tasks/checkpoint_guard.py)
+        # mmap: the tensors are not read, only the pickled structure (a zip checkpoint, torch.save's default)
+        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=zipfile.is_zipfile(ckpt))
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except Exception:
         return None
-    return done if done >= budget else None
+
+
+def interrupted(save: Path) -> str:
+    """What a Ctrl-C during training kept in SAVE, and how to go on (fairseq_compgen: interrupted: ...)."""
+    ckpt = save / "checkpoint_last.pt"
+    if not ckpt.is_file():
+        return (f"no checkpoint written yet, {save} keeps only the run's records (command.txt, ...); rerun the same "
+                f"command to start training")
+    done = checkpoint_updates(ckpt)
+    if done is None:
+        return (f"{ckpt} is incomplete (it was being written): move it away, then rerun the same command with "
+                f"--restore-file set to another checkpoint of {save} to resume from it (or without, to start again)")
+    return f"checkpoints up to update {done} kept in {save} ({ckpt.name}); rerun the same command to resume"
 
 
 def commit() -> str:
@@ -198,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(shlex.join(command))
         return 0
     check_data(data)
+    check_output_folder(save, "SAVE (the run's folder)")
     check_arch(args)
     done = finished(save, args)
     if done is not None:
@@ -210,7 +232,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     record(save, "machine.txt", machine(a.cpu))
     if a.nprocs > 1:
         return subprocess.call(command)
-    run_fairseq_train(args)
+    try:
+        run_fairseq_train(args)
+    except KeyboardInterrupt:
+        raise Interrupted(interrupted(save)) from None
     return 0
 
 
