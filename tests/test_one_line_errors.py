@@ -282,3 +282,28 @@ def test_ctrl_c_during_training(scan_bin, tmp_path):
     n = state["optimizer_history"][-1]["num_updates"]
     assert n >= 3 and last == (f"fairseq_compgen: interrupted: checkpoints up to update {n} kept in {save} "
                                f"(checkpoint_last.pt); rerun the same command to resume")
+
+
+# ------------------------------------------------------------------------------ item 7: found while hunting
+def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
+    """fairseq reads --max-update 0 as no limit: with the recipe's epoch limit absent it trained until killed."""
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "0"))
+    assert last == ("fairseq_compgen: error: --max-update 0 is no limit to fairseq-train and no --max-epoch is set: "
+                    "it would train until stopped; expected a positive --max-update (or a --max-epoch)")
+    assert not (tmp_path / "run").exists()
+    p = compgen(*TRAIN[3:], scan_bin, tmp_path / "run", "--max-update=0", "--max-epoch", "1", "--dry-run")
+    assert p.returncode == 0 and "--max-update=0 --max-epoch 1" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
+def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
+    """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was
+    decoded and its result written."""
+    subsets, metric = (["gen", "tset"], []) if case == "unknown subset" else (["gen"], ["--metric", "comp"])
+    last = one_line(compgen("eval", run / "checkpoint_last.pt", scan_bin, *subsets, *metric, "--cpu",
+                            "--out", tmp_path / "ev"))
+    assert last == (f"fairseq_compgen: error: no binarized subset 'tset' in {scan_bin} (it has: valid, gen)"
+                    if case == "unknown subset" else
+                    f"fairseq_compgen: error: {scan_bin / 'gen.comp'}: COMP needs the subset's metadata "
+                    f"(fairseq-compgen prep noun_adj writes it)")
+    assert not (tmp_path / "ev").exists()

@@ -97,6 +97,19 @@ def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
                      f"another --out")
 
 
+def check_subset(data: Path, subset: str, tagging: bool, metric: str) -> None:
+    """UsageError (MissingFileError) unless DATA has `subset` and, for --metric comp, its SUBSET.comp: found before
+    any subset is decoded rather than after the ones before it."""
+    if tagging:
+        if not (data / f"{subset}.src").is_file():
+            raise UsageError(f"no tagging subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+    elif not glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx"):
+        raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+    meta = data / f"{subset}.comp"
+    if metric == "comp" and not meta.is_file():
+        raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
+
+
 def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
     """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset."""
     from fairseq.data import data_utils
@@ -200,6 +213,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     subsets: List[str] = list(subsets) or recipes.subsets_of(data)
     if not subsets:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
+    for subset in subsets:  # every subset and its metadata before anything is decoded
+        check_subset(data, subset, tagging, metric)
     out_flag = "--out" if out else "the evaluation folder (--out's default)"
     out = Path(out) if out else default_out(ckpt)
     check_output_folder(out, out_flag)

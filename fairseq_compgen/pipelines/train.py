@@ -214,6 +214,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.nprocs < 0 or a.gpus < 1:
         raise UsageError("--nprocs and --gpus take a positive number")
     args = fairseq_args(a)
+    if last(a.flags, "--max-update") == "0" and last(args, "--max-epoch") in (None, "0"):
+        raise UsageError("--max-update 0 is no limit to fairseq-train and no --max-epoch is set: it would train until "
+                         "stopped; expected a positive --max-update (or a --max-epoch)")
     command = (torchrun_command(a.nprocs, args, a.cpu) if a.nprocs > 1 else ["fairseq-train", *args])
     if a.dry_run:
         print(shlex.join(command))
