@@ -307,3 +307,26 @@ def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path)
                     f"fairseq_compgen: error: {scan_bin / 'gen.comp'}: COMP needs the subset's metadata "
                     f"(fairseq-compgen prep noun_adj writes it)")
     assert not (tmp_path / "ev").exists()
+
+
+def test_a_second_training_in_the_same_folder_is_refused(scan_bin, tmp_path):
+    """Two `fairseq-compgen train` in one SAVE used to train side by side, each writing its checkpoints over the
+    other's; the second is refused (the sweep's own trainer, given the sweep's lock, is not: test_pipelines)."""
+    save = tmp_path / "run"
+    cmd = [*TRAIN, scan_bin, save, *TINY, "--max-update", "100000", "--disable-validation"]
+    p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stdout:
+            if "Start iterating over samples" in line:
+                break
+        second = compgen(*TRAIN[3:], scan_bin, save, *TINY, "--max-update", "5")
+        command = (save / "command.txt").read_text()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=120)
+    last = one_line(second)
+    assert last == (f"fairseq_compgen: error: {save} is in use by another training or sweep (it holds "
+                    f"{save / '.lock'}): expected one writer per run folder; wait for it to end or stop it, or choose "
+                    f"another SAVE")
+    assert "--max-update 100000" in command and p.returncode == 130

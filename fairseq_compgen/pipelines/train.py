@@ -173,6 +173,50 @@ def machine(cpu: bool) -> str:
                        "torch": torch.__version__, "python": platform.python_version()})
 
 
+LOCK = ".lock"  # the sweep's lock file too (pipelines/sweep.py): one writer per run folder
+_held: List[int] = []  # the lock's file descriptor, open (so held) until this process ends
+
+
+def hold_lock(save: Path) -> None:
+    """Take SAVE/.lock (flock) for the rest of this process: two trainings in one folder would write each other's
+    checkpoints. A sweep holds the lock of its runs and passes it to the trainer it starts: a lock held through a
+    file descriptor this process inherited is ours. Another holder is a UsageError."""
+    import fcntl
+
+    save.mkdir(parents=True, exist_ok=True)
+    path = save / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _held.append(fd)
+        return
+    except BlockingIOError:
+        st = os.fstat(fd)
+        os.close(fd)
+    if (st.st_dev, st.st_ino) in _inherited_files():
+        return
+    raise UsageError(f"{save} is in use by another training or sweep (it holds {path}): expected one writer per run "
+                     f"folder; wait for it to end or stop it, or choose another SAVE")
+
+
+def _inherited_files() -> set:
+    """(device, inode) of every file this process has open (Linux /proc/self/fd, else /dev/fd)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        out = set()
+        for name in names:
+            try:
+                st = os.fstat(int(name))
+            except (OSError, ValueError):
+                continue
+            out.add((st.st_dev, st.st_ino))
+        return out
+    return set()
+
+
 def record(save: Path, name: str, line: str) -> None:
     """SAVE/NAME keeps the run's first command: written only while the run has no checkpoint (or NAME is absent),
     so a later failing or mistyped command does not replace it; every call is appended, dated, to *.history."""
@@ -229,6 +273,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
+    hold_lock(save)
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))
     record(save, "commit.txt", commit())
