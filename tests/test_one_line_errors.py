@@ -330,3 +330,24 @@ def test_a_second_training_in_the_same_folder_is_refused(scan_bin, tmp_path):
                     f"{save / '.lock'}): expected one writer per run folder; wait for it to end or stop it, or choose "
                     f"another SAVE")
     assert "--max-update 100000" in command and p.returncode == 130
+
+
+def test_aggregate_keeps_the_last_tables_when_writing_fails(tmp_path, monkeypatch):
+    """The tables were written in place: a failure (or Ctrl-C) while writing table.csv left a truncated table
+    where the last complete one was. Now each is written under a temporary name and renamed when whole."""
+    from fairseq_compgen.pipelines import aggregate
+
+    out = tmp_path / "out"
+    _sweep_out(out)
+    assert aggregate.main([str(out), "--no-plots"]) == 0
+    before = (out / "table.csv").read_text()
+    assert "0.75" in before
+
+    def broken(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(aggregate, "verdict", broken)  # called while table.csv's first row is written
+    with pytest.raises(KeyboardInterrupt):
+        aggregate.main([str(out), "--no-plots"])
+    assert (out / "table.csv").read_text() == before
+    assert sorted(p.name for p in out.iterdir()) == ["runs.csv", "runs.md", "scan", "sweep.json", "table.csv",
+                                                     "table.md"]

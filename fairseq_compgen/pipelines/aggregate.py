@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
@@ -327,7 +328,7 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
 def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: Optional[dict] = None,
               scale: float = 1.0) -> None:
     top = best_configs(cells) if best else {}
-    with open(path, "w", newline="") as f:
+    with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
         w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values",
                      "paper", "verdict"])
@@ -389,7 +390,7 @@ def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, di
 
 def write_runs_csv(path, rows: List[dict], metric: str) -> None:
     subsets = _order([s for row in rows for s in row["values"]])
-    with open(path, "w", newline="") as f:
+    with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
         w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "eval_s",
                     "commit", "machine"])
@@ -431,7 +432,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
         if (src / "train.log").is_file():
             lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
                      if _metric_line(line)]
-            (to / "train_metrics.log").write_text("".join(lines))
+            atomic_write_text(to / "train_metrics.log", "".join(lines))
         n += 1
     for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
                  *sorted(out.glob("categories_*.md")),
@@ -663,19 +664,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
                          f"done.json with results): nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
-    Path(a.markdown or out / "table.md").write_text(md)
+    atomic_write_text(a.markdown or out / "table.md", md)
     write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec, a.scale)
     print(md, end="")
     rows = run_rows(runs, cells)
-    (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))
+    atomic_write_text(out / "runs.md", runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
     if a.categories:
         cat_md = category_table(spec, runs, a.categories)
-        (out / f"categories_{a.categories}.md").write_text(cat_md)
+        atomic_write_text(out / f"categories_{a.categories}.md", cat_md)
         print(cat_md, end="")
     if a.early_stopping:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
-        (out / f"early_stopping_{a.early_stopping}.md").write_text(es_md)
+        atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
         print(es_md, end="")
     if a.export:
         n = export(runs, outs, Path(a.export))
