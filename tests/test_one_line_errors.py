@@ -351,3 +351,10 @@ def test_aggregate_keeps_the_last_tables_when_writing_fails(tmp_path, monkeypatc
     assert (out / "table.csv").read_text() == before
     assert sorted(p.name for p in out.iterdir()) == ["runs.csv", "runs.md", "scan", "sweep.json", "table.csv",
                                                      "table.md"]
+
+
+def test_help_of_an_unknown_arch():
+    """It printed its own line without the `fairseq_compgen: error:` every other misuse starts with."""
+    last = one_line(compgen("help", "rel_uni_transformer_sacn"))
+    assert last == ("fairseq_compgen: error: fairseq-compgen help: unknown architecture 'rel_uni_transformer_sacn': "
+                    "expected a registered one (fairseq-compgen help lists them)")
