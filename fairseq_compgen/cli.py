@@ -110,6 +110,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
+    from fairseq_compgen.errors import Interrupted
+
     try:
         rc = getattr(importlib.import_module(module), function)(argv[1:])
     except BrokenPipeError:
@@ -117,6 +119,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # goes to /dev/null so that the interpreter's last flush does not raise again (Python's signal docs)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C: one line, what was kept (the command says) and 130
+        what = str(e) if isinstance(e, Interrupted) else "rerun the same command to resume"
+        print(f"fairseq_compgen: interrupted: {what}", file=sys.stderr)
+        return 130
     return int(rc or 0)
 
 

@@ -15,6 +15,7 @@ import fairseq_compgen
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.models.standalone import compgen_archs, tagger_archs
 from fairseq_compgen.models.tagger import CompgenTaggerModel
 from fairseq_compgen.modules.positions import registry as position_registry
@@ -36,7 +37,8 @@ def main(argv=None):
         return
     arch = argv[0]
     if arch not in ARCH_MODEL_REGISTRY:
-        sys.exit(f"fairseq-compgen help: unknown architecture {arch!r}; run fairseq-compgen help for the list")
+        raise UsageError(f"fairseq-compgen help: unknown architecture {arch!r}: expected a registered one "
+                         f"(fairseq-compgen help lists them)")
     model_parser = argparse.ArgumentParser(prog=f"--arch {arch}", add_help=False,
                                            argument_default=argparse.SUPPRESS)
     ARCH_MODEL_REGISTRY[arch].add_args(model_parser)

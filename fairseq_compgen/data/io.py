@@ -45,6 +45,23 @@ class DataError(UsageError):
         super().__init__(msg)
 
 
+def read_text_lines(path: PathLike, expected: str) -> list:
+    """The lines (with their ends) of the UTF-8 text file `path`; a binary file (a NUL byte, or bytes that are not
+    UTF-8) is a DataError naming the file, the first bad line and `expected` (what the file should hold)."""
+    path = Path(path)
+    data = path.read_bytes()
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = e.start
+    else:
+        bad = nul if nul >= 0 else None
+    if bad is not None:
+        raise DataError(path, data.count(b"\n", 0, bad) + 1, f"a binary file, not text: expected {expected}")
+    return text.splitlines(keepends=True)
+
+
 @contextmanager
 def staged_path(path: PathLike, hidden: bool = False) -> Iterator[Path]:
     """Yields a temporary path in ``path``'s folder; on success it is renamed to ``path`` (``os.replace``), on any

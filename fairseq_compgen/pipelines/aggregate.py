@@ -56,10 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.data.io import atomic_write_text, staged_path
+from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
-from fairseq_compgen.pipelines.sweep import DONE, planned_settings, read_plan
+from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
 
 # what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
@@ -90,14 +91,25 @@ class Cell:
         return statistics.stdev(self.values.values()) if self.n >= 2 else math.nan
 
 
+EVAL_EXPECTED = "the JSON object fairseq-compgen eval writes; rerun the run's evaluation (or the sweep) to rewrite it"
+
+
 def read_metric(path: Path, metric: str) -> float:
     """The numeric value of `metric` in an evaluation JSON; UsageError naming the file and its keys if absent."""
-    result = json.loads(path.read_text())
+    result = read_json(path, EVAL_EXPECTED)
     value = result.get(metric) if isinstance(result, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         keys = ", ".join(result) if isinstance(result, dict) else type(result).__name__
         raise UsageError(f"{path} has no numeric {metric!r} (--metric {metric}); its keys: {keys}")
     return float(value)
+
+
+def read_done(folder: Path) -> dict:
+    """A run's done.json; a half-written or edited one (not a JSON object) is a UsageError naming it."""
+    done = read_json(folder / DONE, DONE_EXPECTED)
+    if not isinstance(done, dict):
+        raise UsageError(f"{folder / DONE}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
+    return done
 
 
 def _finished(run: dict) -> bool:
@@ -213,7 +225,7 @@ def collect(outs, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tupl
         d = Path(r["dir"])
         if not _finished(r):
             continue
-        made_with = json.loads((d / DONE).read_text()).get("settings")
+        made_with = read_done(d).get("settings")
         if made_with is not None and made_with != planned_settings(r):
             changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
@@ -335,7 +347,7 @@ def markdown_table(spec: dict, cells, best: bool = False, scale: float = 1.0, di
 def write_csv(path, cells, best: bool = False, metric: str = "accuracy", spec: Optional[dict] = None,
               scale: float = 1.0) -> None:
     top = best_configs(cells) if best else {}
-    with open(path, "w", newline="") as f:
+    with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
         w.writerow(["dataset", "subset", "configuration", "metric", "n", "planned", "mean", "std", "best", "values",
                      "paper", "verdict"])
@@ -366,7 +378,7 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
         if not values:
             continue
         folder = Path(r["dir"])
-        done = json.loads((folder / DONE).read_text())
+        done = read_done(folder)
         machine = folder / "machine.txt"
         rows.append({
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
@@ -397,7 +409,7 @@ def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, di
 
 def write_runs_csv(path, rows: List[dict], metric: str) -> None:
     subsets = _order([s for row in rows for s in row["values"]])
-    with open(path, "w", newline="") as f:
+    with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
         w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "eval_s",
                     "commit", "machine"])
@@ -440,7 +452,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
         if (src / "train.log").is_file():
             lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
                      if _metric_line(line)]
-            (to / "train_metrics.log").write_text("".join(lines))
+            atomic_write_text(to / "train_metrics.log", "".join(lines))
         n += 1
     for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
                  *sorted(out.glob("categories_*.md")),
@@ -461,8 +473,8 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
         path = Path(r["dir"]) / "eval" / f"{subset}.json"
         if not _finished(r) or not path.is_file():
             continue
-        result = json.loads(path.read_text())
-        if "accuracy" not in result:
+        result = read_json(path, EVAL_EXPECTED)
+        if not isinstance(result, dict) or "accuracy" not in result:
             raise UsageError(f"{path} has no exact-match 'accuracy' (--categories is for exact-match results); "
                              f"its keys: {', '.join(result)}")
         for cat, v in (result.get("per_category") or {}).items():
@@ -622,6 +634,14 @@ def default_metric(spec: dict) -> str:
     return keys.pop()
 
 
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="fairseq-compgen aggregate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
@@ -664,24 +684,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
                          f"done.json with results): nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
-    Path(a.markdown or out / "table.md").write_text(md)
+    atomic_write_text(a.markdown or out / "table.md", md)
     write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec, a.scale)
     print(md, end="")
     rows = run_rows(runs, cells)
-    (out / "runs.md").write_text(runs_table(spec, rows, a.metric, a.scale, a.digits))
+    atomic_write_text(out / "runs.md", runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
     if a.categories:
         cat_md = category_table(spec, runs, a.categories)
-        (out / f"categories_{a.categories}.md").write_text(cat_md)
+        atomic_write_text(out / f"categories_{a.categories}.md", cat_md)
         print(cat_md, end="")
     if a.early_stopping:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
-        (out / f"early_stopping_{a.early_stopping}.md").write_text(es_md)
+        atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
         print(es_md, end="")
     if a.export:
         n = export(runs, outs, Path(a.export))
         print(f"export: {n} finished runs -> {a.export}")
-    if not a.no_plots:
+    if not a.no_plots and not have_matplotlib():
+        if a.plots or a.t5_biases:  # asked for by name: an error, after the tables
+            raise UsageError(f"{'--plots' if a.plots else '--t5-biases'} needs matplotlib, which is not installed: "
+                             f"expected `pip install 'fairseq_compgen[plots]'` (the tables are written)")
+        print("aggregate: no plots: matplotlib is not installed (pip install 'fairseq_compgen[plots]', or "
+              "--no-plots to skip them without this line); the tables are written", file=sys.stderr)
+    elif not a.no_plots:
         plots = Path(a.plots or out / "plots")
         for path in plot_curves(spec, runs, plots, a.scale, a.metric):
             print(f"plot: {path}")

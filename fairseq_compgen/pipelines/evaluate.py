@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import MissingFileError, UsageError
+from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
 
 METRIC_KEY = {"exact_match": "accuracy", "bleu": "bleu", "comp": "comp"}  # --metric -> its value's key in SUBSET.json
 METRICS = tuple(METRIC_KEY)
@@ -99,6 +99,19 @@ def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
                      f"another --out")
 
 
+def check_subset(data: Path, subset: str, tagging: bool, metric: str) -> None:
+    """UsageError (MissingFileError) unless DATA has `subset` and, for --metric comp, its SUBSET.comp: found before
+    any subset is decoded rather than after the ones before it."""
+    if tagging:
+        if not (data / f"{subset}.src").is_file():
+            raise UsageError(f"no tagging subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+    elif not glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx"):
+        raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+    meta = data / f"{subset}.comp"
+    if metric == "comp" and not meta.is_file():
+        raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
+
+
 def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
     """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset."""
     from fairseq.data import data_utils
@@ -110,6 +123,27 @@ def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
     return len(tgt), int(tgt.sizes.max())
 
 
+def check_checkpoint(ckpt: Path) -> None:
+    """UsageError unless `ckpt` is a complete fairseq checkpoint (a dict with the model's weights under "model"):
+    an empty, truncated or other file would fail deep in fairseq's loading with a traceback. Read with the safe
+    loader (checkpoint_loading.py): a file holding a disallowed type is refused as such, and nothing in it runs."""
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load
+
+    expected = "expected a complete checkpoint written by fairseq-train (fairseq-compgen train)"
+    if ckpt.stat().st_size == 0:
+        raise UsageError(f"{ckpt} is empty: {expected}")
+    try:
+        state = load(ckpt)
+    except UntrustedCheckpointError:
+        raise
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [""])[0][:120]
+        raise UsageError(f"{ckpt} cannot be read as a checkpoint ({type(e).__name__}: {why}): {expected}; an "
+                         f"interrupted copy or training leaves an incomplete file") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise UsageError(f"{ckpt} holds a {type(state).__name__} without the model's weights ('model'): {expected}")
+
+
 def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool, batch_size: int,
                      extra: Sequence[str], out: Path) -> None:
     """fairseq-generate, in this process, writing its output (S/T/H lines and its log) to `out`."""
@@ -119,6 +153,7 @@ def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool
     import fairseq_compgen
 
     fairseq_compgen.register()
+    check_checkpoint(ckpt)
     args = [str(data), "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path", str(ckpt),
             "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", "--max-len-a", "0",
             "--max-len-b", str(maxlen), "--max-len-from-target", "--batch-size", str(batch_size),
@@ -141,6 +176,7 @@ def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size:
 
     if not (data / f"{subset}.src").is_file():
         raise UsageError(f"no tagging subset {subset!r} in {data}")
+    check_checkpoint(ckpt)
     with open(out, "w", encoding="utf-8") as f:
         cogs_tagging_generate.main([str(ckpt), str(data), "--gen-subset", subset, "--batch-size", str(batch_size),
                                     *(["--cpu"] if cpu else []), *extra], out=f)
@@ -179,7 +215,11 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     subsets: List[str] = list(subsets) or recipes.subsets_of(data)
     if not subsets:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
+    for subset in subsets:  # every subset and its metadata before anything is decoded
+        check_subset(data, subset, tagging, metric)
+    out_flag = "--out" if out else "the evaluation folder (--out's default)"
     out = Path(out) if out else default_out(ckpt)
+    check_output_folder(out, out_flag)
     record = checkpoint_record(ckpt)
     if not overwrite:
         for subset in subsets:

@@ -86,13 +86,15 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
 DONE = "done.json"
+DONE_EXPECTED = ("the JSON object a sweep writes when a run has finished; move it away and rerun the sweep to "
+                 "redo the run's evaluation")
 SETTINGS = "settings.json"
 LOCK = ".lock"
 
@@ -151,7 +153,15 @@ class Run:
                 *(["--cpu"] if "--cpu" in flags else []), *([f"--generate-flags={rest}"] if rest else [])]
 
     def is_done(self) -> bool:
-        return (self.path / DONE).is_file()
+        """The run has finished: its done.json is there (a half-written or edited one, not a JSON object, is a
+        UsageError naming it rather than a finished run)."""
+        path = self.path / DONE
+        if not path.is_file():
+            return False
+        done = read_json(path, DONE_EXPECTED)
+        if not isinstance(done, dict):
+            raise UsageError(f"{path}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
+        return True
 
     def settings(self) -> dict:
         """What makes this run this run: a run folder started with other settings is not this run. The device
@@ -166,7 +176,9 @@ class Run:
         path = self.path / SETTINGS
         if not path.is_file():
             return []
-        saved, now = json.loads(path.read_text()), self.settings()
+        saved, now = read_json(path, "the settings a sweep recorded when the run started"), self.settings()
+        if not isinstance(saved, dict):
+            raise UsageError(f"{path}: expected the settings a sweep recorded when the run started (a JSON object)")
         return [f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in now if saved.get(k) != now[k]]
 
 
@@ -318,7 +330,9 @@ def read_plan(out) -> dict:
     path = Path(out) / "sweep.json"
     if not path.is_file():
         raise UsageError(f"{out}: no sweep.json: not the output folder of a sweep (its 'output' or --out)")
-    plan = json.loads(path.read_text())
+    plan = read_json(path, "the plan a sweep wrote (JSON with spec and runs)")
+    if not isinstance(plan, dict):
+        raise UsageError(f"{path}: expected the plan a sweep wrote (JSON with spec and runs)")
     home = Path(out).resolve()
     for run in plan.get("runs") or []:
         run["dir"] = str(_run_dir(home, run))
@@ -542,6 +556,8 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     selected = select(runs, only)
     validate(path, runs, selected)
     check_same_sweep(path, spec, runs, out)
+    for r in selected:
+        r.is_done()  # a done.json that is not one is refused before anything runs
     changed = [(r, r.changed_settings()) for r in selected]
     changed = [(r, c) for r, c in changed if c]
     if changed:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder
 
 PACKAGE = recipes.PACKAGE
 CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
@@ -178,16 +178,36 @@ def finished(save: Path, args: Sequence[str]) -> Optional[int]:
     budget, ckpt = max_update(args), save / "checkpoint_last.pt"
     if budget is None or not ckpt.is_file():
         return None
+    done = checkpoint_updates(ckpt)  # None when unreadable: fairseq-train reports that (tasks/checkpoint_guard.py)
+    return done if done is not None and done >= budget else None
+
+
+def checkpoint_updates(ckpt: Path) -> Optional[int]:
+    """The update count stored in a fairseq checkpoint; None when it cannot be read (absent, incomplete, not one).
+    Read with the safe loader (checkpoint_loading.py): a checkpoint holding a disallowed type is refused, in one
+    line."""
     from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load
 
     try:
-        state = load(ckpt)  # the safe loader (checkpoint_loading.py)
-        done = int(state["optimizer_history"][-1]["num_updates"])
-    except UntrustedCheckpointError:  # holds a disallowed type: refused here, in one line
+        state = load(ckpt)
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except UntrustedCheckpointError:
         raise
-    except Exception:  # unreadable: fairseq-train reports that itself (tasks/checkpoint_guard.py)
+    except Exception:
         return None
-    return done if done >= budget else None
+
+
+def interrupted(save: Path) -> str:
+    """What a Ctrl-C during training kept in SAVE, and how to go on (fairseq_compgen: interrupted: ...)."""
+    ckpt = save / "checkpoint_last.pt"
+    if not ckpt.is_file():
+        return (f"no checkpoint written yet, {save} keeps only the run's records (command.txt, ...); rerun the same "
+                f"command to start training")
+    done = checkpoint_updates(ckpt)
+    if done is None:
+        return (f"{ckpt} is incomplete (it was being written): move it away, then rerun the same command with "
+                f"--restore-file set to another checkpoint of {save} to resume from it (or without, to start again)")
+    return f"checkpoints up to update {done} kept in {save} ({ckpt.name}); rerun the same command to resume"
 
 
 def commit() -> str:
@@ -217,6 +237,50 @@ def machine(cpu: bool) -> str:
     return json.dumps({"host": platform.node(), "cpu": model or platform.processor() or platform.machine(),
                        "cores": os.cpu_count(), "threads": torch.get_num_threads(), "gpu": gpu,
                        "torch": torch.__version__, "python": platform.python_version()})
+
+
+LOCK = ".lock"  # the sweep's lock file too (pipelines/sweep.py): one writer per run folder
+_held: List[int] = []  # the lock's file descriptor, open (so held) until this process ends
+
+
+def hold_lock(save: Path) -> None:
+    """Take SAVE/.lock (flock) for the rest of this process: two trainings in one folder would write each other's
+    checkpoints. A sweep holds the lock of its runs and passes it to the trainer it starts: a lock held through a
+    file descriptor this process inherited is ours. Another holder is a UsageError."""
+    import fcntl
+
+    save.mkdir(parents=True, exist_ok=True)
+    path = save / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _held.append(fd)
+        return
+    except BlockingIOError:
+        st = os.fstat(fd)
+        os.close(fd)
+    if (st.st_dev, st.st_ino) in _inherited_files():
+        return
+    raise UsageError(f"{save} is in use by another training or sweep (it holds {path}): expected one writer per run "
+                     f"folder; wait for it to end or stop it, or choose another SAVE")
+
+
+def _inherited_files() -> set:
+    """(device, inode) of every file this process has open (Linux /proc/self/fd, else /dev/fd)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        out = set()
+        for name in names:
+            try:
+                st = os.fstat(int(name))
+            except (OSError, ValueError):
+                continue
+            out.add((st.st_dev, st.st_ino))
+        return out
+    return set()
 
 
 def record(save: Path, name: str, line: str) -> None:
@@ -261,17 +325,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.nprocs < 0 or a.gpus < 1:
         raise UsageError("--nprocs and --gpus take a positive number")
     args = fairseq_args(a)
+    if last(a.flags, "--max-update") == "0" and last(args, "--max-epoch") in (None, "0"):
+        raise UsageError("--max-update 0 is no limit to fairseq-train and no --max-epoch is set: it would train until "
+                         "stopped; expected a positive --max-update (or a --max-epoch)")
     command = (torchrun_command(a.nprocs, args, a.cpu) if a.nprocs > 1 else ["fairseq-train", *args])
     if a.dry_run:
         print(shlex.join(command))
         return 0
     check_data(data)
+    check_output_folder(save, "SAVE (the run's folder)")
     check_arch(args)
     done = finished(save, args)
     if done is not None:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
+    hold_lock(save)
     fingerprint = data_fingerprint(data)
     check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
     if other_options and (save / "checkpoint_last.pt").is_file():
@@ -285,7 +354,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     record(save, "machine.txt", machine(a.cpu))
     if a.nprocs > 1:
         return subprocess.call(command)
-    run_fairseq_train(args)
+    try:
+        run_fairseq_train(args)
+    except KeyboardInterrupt:
+        raise Interrupted(interrupted(save)) from None
     return 0
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder
 
 # the order of `fairseq-compgen prep --help`
 DATASETS = ("scan", "cogs", "cogs_tagging", "cfq", "pcfg", "mathematics", "algorithmic", "noun_adj", "iwslt14",
@@ -191,5 +191,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0
-    module(argv[0]).main(argv[1:])
+    mod = module(argv[0])
+    out = output_folder(argv[1:])
+    if out is not None and not any(a in ("-h", "--help") for a in argv[1:]):
+        check_output_folder(out, "--out")
+    try:
+        mod.main(argv[1:])
+    except KeyboardInterrupt:
+        raise Interrupted(f"fairseq-compgen prep {argv[0]} stopped; a split is written into {out or 'OUT'} only when "
+                          f"complete, so it keeps the splits finished before and none half-written; rerun the same "
+                          f"command to prepare the rest") from None
     return 0
+
+
+def output_folder(args: Sequence[str]) -> Optional[str]:
+    """The value of the last --out in a dataset's arguments (every dataset's --out is a folder); None if absent."""
+    value = None
+    for i, a in enumerate(args):
+        if a == "--out" and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--out="):
+            value = a.split("=", 1)[1]
+    return value

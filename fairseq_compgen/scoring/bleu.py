@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
+from fairseq_compgen.data.io import read_text_lines
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
 
@@ -95,8 +96,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         path = Path(args.generate_log)
         if not path.is_file():
             raise FileNotFoundError(f"fairseq-generate output not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            ids, hyps, refs = read_pairs(f, str(path))
+        ids, hyps, refs = read_pairs(read_text_lines(path, "fairseq-generate output (S-/T-/H- lines)"), str(path))
     result = score(hyps, refs, args.remove_bpe, args.detok, args.lang, args.tokenized)
     print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences")
     print(f"signature: {result['signature']}")

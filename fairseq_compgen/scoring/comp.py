@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import DataError, read_text_lines
 from fairseq_compgen.scoring.bleu import remove_bpe
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
@@ -30,7 +30,7 @@ def read_meta(path) -> List[Meta]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"COMP metadata not found: {path} (fairseq-compgen prep noun_adj writes test.comp)")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = "".join(read_text_lines(path, "the COMP metadata (fairseq-compgen prep noun_adj's test.comp)")).split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     out = []
@@ -76,8 +76,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     if args.generate_log == "-":
         res = score_generate_output(sys.stdin, meta, "<stdin>")
     else:
-        with open(args.generate_log, encoding="utf-8") as f:
-            res = score_generate_output(f, meta, args.generate_log)
+        if not Path(args.generate_log).is_file():
+            raise FileNotFoundError(f"fairseq-generate output not found: {args.generate_log}")
+        lines = read_text_lines(args.generate_log, "fairseq-generate output (S-/T-/H- lines)")
+        res = score_generate_output(lines, meta, args.generate_log)
     print(f"COMP: {res['comp']:.4f} ({res['hits']}/{res['n']} hypotheses with both the French adjective and noun)")
     if args.json_out:
         write_json(args.json_out, res)

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from fairseq_compgen.data.io import DataError, atomic_write_text
+from fairseq_compgen.data.io import DataError, atomic_write_text, read_text_lines
 from fairseq_compgen.errors import UsageError
 
 Tokens = Union[str, Sequence[str]]
@@ -92,7 +92,7 @@ def read_categories(path) -> List[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"categories file (one category per example id) not found: {path}")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = "".join(read_text_lines(path, "one category per line")).split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     cats = []
@@ -188,8 +188,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         path = Path(args.generate_log)
         if not path.is_file():
             raise FileNotFoundError(f"fairseq-generate output not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            result = score_generate_output(f, categories, args.expected_count, source=str(path))
+        lines = read_text_lines(path, "fairseq-generate output (S-/T-/H- lines)")
+        result = score_generate_output(lines, categories, args.expected_count, source=str(path))
     print(format_table(result))
     if args.json_out:
         write_json(args.json_out, result)

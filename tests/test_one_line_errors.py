@@ -1,0 +1,360 @@
+"""Issue 23 item 5, "one line, never a traceback": each misuse below stops the real command with exit status 1
+and one last line `fairseq_compgen: error: ...` naming the file or flag and what was expected (Ctrl-C: 130 and
+`fairseq_compgen: interrupted: ...` saying what was kept and how to resume), and no Python traceback."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --batch-size 64 --num-workers 0 --valid-subset valid").split()
+TRAIN = [*COMPGEN, "train", "--recipe", "csordas/scan", "--cpu", "rel_uni_transformer"]
+
+
+def _env(**extra):
+    return dict(os.environ, OMP_NUM_THREADS="1", **extra)
+
+
+def compgen(*args, code=None, env=None):
+    """The command as a user runs it (or, with `code`, that Python first: a patch of what cannot be staged as
+    root), its result."""
+    args = [str(a) for a in args]
+    cmd = ([sys.executable, "-c", f"{code}\nimport sys\nfrom fairseq_compgen import cli\nsys.exit(cli.main({args!r}))"]
+           if code else [*COMPGEN, *args])
+    return subprocess.run(cmd, cwd=REPO, env=env or _env(), capture_output=True, text=True, timeout=300)
+
+
+def one_line(p, rc=1, prefix="fairseq_compgen: error: "):
+    """The last line of stderr, after checking the exit status, the prefix and that no traceback came first."""
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == rc, (p.returncode, p.stderr[-3000:])
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(prefix), p.stderr[-3000:]
+    return last
+
+
+@pytest.fixture(scope="module")
+def run(scan_bin, tmp_path_factory):
+    """A run folder with a real checkpoint_last.pt of a tiny model (2 updates)."""
+    save = tmp_path_factory.mktemp("run") / "run"
+    p = subprocess.run([*TRAIN, str(scan_bin), str(save), *TINY, "--max-update", "2"], cwd=REPO, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return save
+
+
+# ------------------------------------------------------------------------------ 1, 2: output folders
+def test_prep_out_is_a_file(tmp_path):
+    (tmp_path / "data").write_text("the user's file\n")
+    last = one_line(compgen("prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "data"))
+    assert last.endswith(f"--out {tmp_path / 'data'} is a file: expected a folder (or a path where one can be made)")
+    assert (tmp_path / "data").read_text() == "the user's file\n"
+
+
+def test_prep_out_under_a_file(tmp_path):
+    """No folder can be made under a file: what root meets instead of a permission error (root writes anywhere)."""
+    (tmp_path / "data").write_text("x")
+    last = one_line(compgen("prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "data" / "scan"))
+    assert f"--out {tmp_path / 'data' / 'scan'}: {tmp_path / 'data'} is a file, so no folder can be made" in last
+
+
+def test_prep_out_without_write_permission(tmp_path):
+    """As root a folder cannot be made unwritable, so os.access answers for a user without permission there."""
+    patch = (f"import os\nreal = os.access\n"
+             f"os.access = lambda p, mode, **k: False if str(p) == {str(tmp_path)!r} else real(p, mode, **k)")
+    last = one_line(compgen("prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "scan", code=patch))
+    assert last.endswith(f"--out {tmp_path / 'scan'}: no write permission on {tmp_path}: expected a folder you can "
+                         f"write to")
+    assert not (tmp_path / "scan").exists()
+
+
+def test_a_permission_error_met_later_is_one_line(tmp_path):
+    """Past the up-front check (a folder whose permission changes, a read-only disk): the OSError of a path is
+    one line naming it."""
+    target = tmp_path / "scan" / "length_cutoff_26"
+    patch = ("import pathlib\nreal = pathlib.Path.mkdir\n"
+             "def mkdir(self, *a, **k):\n"
+             f"    if str(self).startswith({str(target)!r}):\n"
+             "        raise PermissionError(13, 'Permission denied', str(self))\n"
+             "    return real(self, *a, **k)\n"
+             "pathlib.Path.mkdir = mkdir")
+    last = one_line(compgen("prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "scan", code=patch))
+    assert last.startswith(f"fairseq_compgen: error: {target}") and "Permission denied (no permission: expected a " \
+        "location you can write to" in last, last
+
+
+def test_train_save_is_a_file(scan_bin, tmp_path):
+    (tmp_path / "run").write_text("x")
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "1"))
+    assert last.endswith(f"SAVE (the run's folder) {tmp_path / 'run'} is a file: expected a folder (or a path where "
+                         f"one can be made)")
+    assert (tmp_path / "run").read_text() == "x"
+
+
+def test_train_save_under_a_file(scan_bin, tmp_path):
+    (tmp_path / "runs").write_text("x")
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "runs" / "r1", *TINY, "--max-update", "1"))
+    assert f"{tmp_path / 'runs'} is a file, so no folder can be made there" in last
+
+
+def test_eval_out_is_a_file(scan_bin, tmp_path):
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"not read before the folder is checked")
+    (tmp_path / "results").write_text("x")
+    last = one_line(compgen("eval", tmp_path / "checkpoint_last.pt", scan_bin, "gen", "--cpu",
+                            "--out", tmp_path / "results"))
+    assert last.endswith(f"--out {tmp_path / 'results'} is a file: expected a folder (or a path where one can be made)")
+
+
+def test_eval_default_folder_is_a_file(scan_bin, tmp_path):
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"x")
+    (tmp_path / "eval").write_text("x")
+    last = one_line(compgen("eval", tmp_path / "checkpoint_last.pt", scan_bin, "gen", "--cpu"))
+    assert last.endswith(f"the evaluation folder (--out's default) {tmp_path / 'eval'} is a file: expected a folder "
+                         f"(or a path where one can be made)")
+    # another checkpoint's default, RUN/eval/STEM, under the same file
+    (tmp_path / "checkpoint_best.pt").write_bytes(b"x")
+    last = one_line(compgen("eval", tmp_path / "checkpoint_best.pt", scan_bin, "gen", "--cpu"))
+    assert f"{tmp_path / 'eval'} is a file, so no folder can be made there" in last
+
+
+# ------------------------------------------------------------------------------ 3: not a checkpoint
+@pytest.mark.parametrize("kind", ["text", "empty", "truncated", "other"])
+def test_eval_of_a_file_that_is_no_checkpoint(kind, run, scan_bin, tmp_path):
+    ckpt = tmp_path / "x.pt"
+    real = (run / "checkpoint_last.pt").read_bytes()
+    if kind == "text":
+        ckpt.write_text("hello, I am not a checkpoint\n")
+    elif kind == "empty":
+        ckpt.write_bytes(b"")
+    elif kind == "truncated":
+        ckpt.write_bytes(real[: len(real) // 2])
+    else:  # a torch file, but not a fairseq checkpoint
+        subprocess.run([sys.executable, "-c", f"import torch; torch.save({{'weights': [1, 2]}}, {str(ckpt)!r})"],
+                       check=True)
+    last = one_line(compgen("eval", ckpt, scan_bin, "gen", "--cpu", "--out", tmp_path / "ev"))
+    assert last.startswith(f"fairseq_compgen: error: {ckpt} ") and last.endswith(
+        "expected a complete checkpoint written by fairseq-train (fairseq-compgen train)" + (
+            "; an interrupted copy or training leaves an incomplete file" if kind in ("text", "truncated") else "")
+    ), last
+    assert not list((tmp_path / "ev").glob("gen.*"))
+
+
+# ------------------------------------------------------------------------------ 4: a binary file to score
+@pytest.mark.parametrize("scorer", ["exact_match", "bleu", "comp"])
+def test_score_of_a_binary_file(scorer, tmp_path):
+    log = tmp_path / "generate.txt"
+    log.write_bytes(b"S-0\tjump\nT-0\tJUMP\n\x80\x02PK\x03\x04\x00\x00binary")
+    meta = tmp_path / "test.comp"
+    meta.write_text("big\tcat\tgrand\tchat\n")
+    last = one_line(compgen("score", scorer, log, *(["--meta", meta] if scorer == "comp" else [])))
+    assert last == (f"fairseq_compgen: error: {log}:3: a binary file, not text: expected fairseq-generate output "
+                    f"(S-/T-/H- lines)")
+
+
+def test_score_comp_of_binary_metadata(tmp_path):
+    log, meta = tmp_path / "generate.txt", tmp_path / "test.comp"
+    log.write_text("S-0\tthe big cat\nT-0\tle grand chat\nH-0\t-0.1\tle grand chat\n")
+    meta.write_bytes(b"big\tcat\tgrand\tchat\n\x00\x00")
+    last = one_line(compgen("score", "comp", log, "--meta", meta))
+    assert last == (f"fairseq_compgen: error: {meta}:2: a binary file, not text: expected the COMP metadata "
+                    f"(fairseq-compgen prep noun_adj's test.comp)")
+
+
+# ------------------------------------------------------------------------------ 5, 6: aggregate and sweep
+def _sweep_out(out: Path, done: str = '{"accuracy": {}}') -> Path:
+    """A sweep output folder with one finished run (eval/gen.json) whose done.json holds `done`; its run folder."""
+    folder = out / "scan" / "c" / "seed1"
+    (folder / "eval").mkdir(parents=True)
+    (folder / "eval" / "gen.json").write_text(json.dumps({"n": 4, "correct": 3, "accuracy": 0.75}))
+    (folder / "done.json").write_text(done)
+    run = {"dataset": "scan", "config": "c", "seed": 1, "arch": "a", "dir": "scan/c/seed1", "subsets": None,
+           "flags": []}
+    (out / "sweep.json").write_text(json.dumps({"spec": {"name": "s", "datasets": {"scan": {}},
+                                                         "configurations": {"c": {}}}, "runs": [run]}))
+    return folder
+
+
+def _no_matplotlib(tmp_path) -> dict:
+    """An environment in which `import matplotlib` fails as when it is not installed."""
+    fake = tmp_path / "no_matplotlib" / "matplotlib"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'matplotlib'\", name='matplotlib')\n")
+    return _env(PYTHONPATH=os.pathsep.join([str(fake.parent), str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_aggregate_without_matplotlib_writes_the_tables(tmp_path):
+    out = tmp_path / "out"
+    _sweep_out(out)
+    p = compgen("aggregate", out, env=_no_matplotlib(tmp_path))
+    last = one_line(p, rc=0, prefix="aggregate: no plots: ")
+    assert last == ("aggregate: no plots: matplotlib is not installed (pip install 'fairseq_compgen[plots]', or "
+                    "--no-plots to skip them without this line); the tables are written")
+    assert "0.75" in (out / "table.md").read_text() and (out / "runs.md").is_file() and not (out / "plots").exists()
+    # plots asked for by name: an error, the tables written first
+    (out / "table.md").unlink()
+    last = one_line(compgen("aggregate", out, "--plots", tmp_path / "p", env=_no_matplotlib(tmp_path)))
+    assert last == ("fairseq_compgen: error: --plots needs matplotlib, which is not installed: expected "
+                    "`pip install 'fairseq_compgen[plots]'` (the tables are written)")
+    assert (out / "table.md").is_file()
+
+
+@pytest.mark.parametrize("done", ['{"accuracy": {"gen": 0.7', "", "[1, 2]"])
+def test_aggregate_names_a_broken_done_json(done, tmp_path):
+    folder = _sweep_out(tmp_path / "out", done)
+    last = one_line(compgen("aggregate", tmp_path / "out", "--no-plots"))
+    assert last.startswith(f"fairseq_compgen: error: {folder / 'done.json'}") and last.endswith(
+        "expected the JSON object a sweep writes when a run has finished; move it away and rerun the sweep to redo "
+        "the run's evaluation"), last
+    if done.startswith("{"):
+        assert last.startswith(f"fairseq_compgen: error: {folder / 'done.json'}:1: not valid JSON ("), last
+
+
+def test_sweep_names_a_broken_done_json(scan_bin, tmp_path):
+    """A half-written done.json used to count as a finished run: the sweep skipped it and printed it as done."""
+    from fairseq_compgen.pipelines import sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\ndatasets:\n  d:\n    data: {scan_bin}\n    recipe: csordas/scan\n"
+                    "configurations:\n  c:\n    arch: rel_uni_transformer\n")
+    (r,) = sweep.plan(sweep.load_sweep(path), tmp_path / "out")
+    r.path.mkdir(parents=True)
+    (r.path / "done.json").write_text('{"run": "d/c/seed1", "accu')
+    last = one_line(compgen("sweep", path, "--out", tmp_path / "out", "--cpu", "--dry-run"))
+    assert last.startswith(f"fairseq_compgen: error: {r.path / 'done.json'}:1: not valid JSON (")
+    assert (r.path / "done.json").read_text() == '{"run": "d/c/seed1", "accu'
+
+
+# ------------------------------------------------------------------------------ 7: Ctrl-C
+def _interrupt_when(cmd, ready, timeout=240):
+    """Start `cmd`, send it SIGINT once a line of its stdout satisfies `ready`; (returncode, stdout, stderr)."""
+    p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, start = [], time.monotonic()
+    try:
+        for line in p.stdout:
+            out.append(line)
+            if ready(line):
+                p.send_signal(signal.SIGINT)
+                break
+            assert time.monotonic() - start < timeout, "".join(out[-20:])
+        else:
+            raise AssertionError(f"ended before it was ready:\n{''.join(out[-20:])}\n{p.stderr.read()[-3000:]}")
+        rest, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return subprocess.CompletedProcess(cmd, p.returncode, "".join(out) + rest, err)
+
+
+def test_ctrl_c_during_prep(tmp_path):
+    """Interrupted after the first of the generated splits is written: one line, 130; every split folder there
+    is complete (a split is written whole), none half-written."""
+    out = tmp_path / "scan"
+    p = _interrupt_when([*COMPGEN, "prep", "scan", "--split", "all-generated", "--out", out],
+                        lambda line: line.startswith("vocab"))
+    last = one_line(p, rc=130, prefix="fairseq_compgen: interrupted: ")
+    assert last == (f"fairseq_compgen: interrupted: fairseq-compgen prep scan stopped; a split is written into {out} "
+                    f"only when complete, so it keeps the splits finished before and none half-written; rerun the "
+                    f"same command to prepare the rest")
+    for split in (d for d in out.iterdir() if not d.name.startswith(".")):
+        assert (split / "bin" / "dict.src.txt").is_file(), split
+
+
+def test_ctrl_c_during_training(scan_bin, tmp_path):
+    """Interrupted after a checkpoint was saved: one line naming the update of the checkpoint kept, 130; a rerun
+    of the same command resumes from it."""
+    import torch
+
+    save = tmp_path / "run"
+    cmd = [*TRAIN, scan_bin, save, *TINY, "--max-update", "100000", "--save-interval-updates", "3",
+           "--validate-interval-updates", "1000000", "--keep-interval-updates", "1", "--disable-validation"]
+    p = _interrupt_when(cmd, lambda line: "saved checkpoint" in line.lower())
+    last = one_line(p, rc=130, prefix="fairseq_compgen: interrupted: ")
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    n = state["optimizer_history"][-1]["num_updates"]
+    assert n >= 3 and last == (f"fairseq_compgen: interrupted: checkpoints up to update {n} kept in {save} "
+                               f"(checkpoint_last.pt); rerun the same command to resume")
+
+
+# ------------------------------------------------------------------------------ item 7: found while hunting
+def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
+    """fairseq reads --max-update 0 as no limit: with the recipe's epoch limit absent it trained until killed."""
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "0"))
+    assert last == ("fairseq_compgen: error: --max-update 0 is no limit to fairseq-train and no --max-epoch is set: "
+                    "it would train until stopped; expected a positive --max-update (or a --max-epoch)")
+    assert not (tmp_path / "run").exists()
+    p = compgen(*TRAIN[3:], scan_bin, tmp_path / "run", "--max-update=0", "--max-epoch", "1", "--dry-run")
+    assert p.returncode == 0 and "--max-update=0 --max-epoch 1" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
+def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
+    """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was
+    decoded and its result written."""
+    subsets, metric = (["gen", "tset"], []) if case == "unknown subset" else (["gen"], ["--metric", "comp"])
+    last = one_line(compgen("eval", run / "checkpoint_last.pt", scan_bin, *subsets, *metric, "--cpu",
+                            "--out", tmp_path / "ev"))
+    assert last == (f"fairseq_compgen: error: no binarized subset 'tset' in {scan_bin} (it has: valid, gen)"
+                    if case == "unknown subset" else
+                    f"fairseq_compgen: error: {scan_bin / 'gen.comp'}: COMP needs the subset's metadata "
+                    f"(fairseq-compgen prep noun_adj writes it)")
+    assert not (tmp_path / "ev").exists()
+
+
+def test_a_second_training_in_the_same_folder_is_refused(scan_bin, tmp_path):
+    """Two `fairseq-compgen train` in one SAVE used to train side by side, each writing its checkpoints over the
+    other's; the second is refused (the sweep's own trainer, given the sweep's lock, is not: test_pipelines)."""
+    save = tmp_path / "run"
+    cmd = [*TRAIN, scan_bin, save, *TINY, "--max-update", "100000", "--disable-validation"]
+    p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stdout:
+            if "Start iterating over samples" in line:
+                break
+        second = compgen(*TRAIN[3:], scan_bin, save, *TINY, "--max-update", "5")
+        command = (save / "command.txt").read_text()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=120)
+    last = one_line(second)
+    assert last == (f"fairseq_compgen: error: {save} is in use by another training or sweep (it holds "
+                    f"{save / '.lock'}): expected one writer per run folder; wait for it to end or stop it, or choose "
+                    f"another SAVE")
+    assert "--max-update 100000" in command and p.returncode == 130
+
+
+def test_aggregate_keeps_the_last_tables_when_writing_fails(tmp_path, monkeypatch):
+    """The tables were written in place: a failure (or Ctrl-C) while writing table.csv left a truncated table
+    where the last complete one was. Now each is written under a temporary name and renamed when whole."""
+    from fairseq_compgen.pipelines import aggregate
+
+    out = tmp_path / "out"
+    _sweep_out(out)
+    assert aggregate.main([str(out), "--no-plots"]) == 0
+    before = (out / "table.csv").read_text()
+    assert "0.75" in before
+
+    def broken(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(aggregate, "verdict", broken)  # called while table.csv's first row is written
+    with pytest.raises(KeyboardInterrupt):
+        aggregate.main([str(out), "--no-plots"])
+    assert (out / "table.csv").read_text() == before
+    assert sorted(p.name for p in out.iterdir()) == ["runs.csv", "runs.md", "scan", "sweep.json", "table.csv",
+                                                     "table.md"]
+
+
+def test_help_of_an_unknown_arch():
+    """It printed its own line without the `fairseq_compgen: error:` every other misuse starts with."""
+    last = one_line(compgen("help", "rel_uni_transformer_sacn"))
+    assert last == ("fairseq_compgen: error: fairseq-compgen help: unknown architecture 'rel_uni_transformer_sacn': "
+                    "expected a registered one (fairseq-compgen help lists them)")
