@@ -37,6 +37,8 @@ def test_resume_refuses_other_options_and_other_data(scan_bin, tmp_path):
     fp = train.data_fingerprint(scan_bin)
     same = ["fairseq-train", str(scan_bin), "--arch", "rel_uni_transformer_scan", "--lr", "1e-3", "--seed", "1"]
     train.check_resume(save, same + ["--max-update", "5000", "--save-dir", str(save)], fp, False)  # longer: fine
+    train.check_resume(save, same + ["--validate-interval-updates", "7", "--valid-subset", "valid", "--eval-greedy"],
+                       fp, False)  # when and on what it validates: fine
     with pytest.raises(UsageError, match=r"other fairseq-train options .*--lr 1e-3 -> 5e-4.*--resume-with-other-options"):
         train.check_resume(save, [*same[:5], "5e-4", "--seed", "1"], fp, False)
     train.check_resume(save, [*same[:5], "5e-4", "--seed", "1"], fp, True)  # said explicitly

@@ -19,8 +19,8 @@ fairseq-train command), launch.txt (this command line), commit.txt (the package'
 tracked files differ) and machine.txt (where it trains: host, CPU, cores, threads, GPU, torch; one JSON line) keep
 what the run's first command was, and data.json the sha256 of every file of DATA; every invocation is appended,
 dated, to SAVE/*.history. A resumed run must train on the same data and with the same fairseq-train options
-(but where it logs and --max-update / --max-epoch), unless --resume-with-other-options (then recorded in
-SAVE/options_changed.txt). OMP_WAIT_POLICY
+(but where it logs, how long it trains, and when and on what it validates and saves), unless
+--resume-with-other-options (then recorded in SAVE/options_changed.txt). OMP_WAIT_POLICY
 defaults to PASSIVE (set by the `fairseq-compgen` command; README, "Speed on CPU").
 """
 from __future__ import annotations
@@ -96,10 +96,19 @@ def fairseq_options(words: Sequence[str]) -> dict:
     return options
 
 
-# options a resumed run may change: where it runs and logs, and how long it trains (a run continued to a larger
-# --max-update is the same run, longer)
-RESUME_MAY_CHANGE = {"--save-dir", "--user-dir", "--log-format", "--log-interval", "--tensorboard-logdir",
-                     "--wandb-project", "--cpu", "--num-workers", "--max-update", "--max-epoch"}
+# options a resumed run may change: where it runs and logs, how long it trains (a run continued to a larger
+# --max-update is the same run, longer), and when and on what it validates and saves checkpoints; none of these
+# changes what an update does
+RESUME_MAY_CHANGE = {"--save-dir", "--user-dir", "--tensorboard-logdir", "--wandb-project", "--cpu", "--num-workers",
+                     "--max-update", "--max-epoch", "--patience", "--valid-subset", "--disable-validation",
+                     "--best-checkpoint-metric", "--maximize-best-checkpoint-metric", "--batch-size-valid",
+                     "--max-valid-steps", "--skip-invalid-size-inputs-valid-test", "--no-epoch-checkpoints",
+                     "--no-last-checkpoints", "--no-save", "--restore-file"}
+RESUME_MAY_CHANGE_PREFIXES = ("--log-", "--validate-", "--save-", "--keep-", "--eval-", "--no-eval-")
+
+
+def _may_change(option: str) -> bool:
+    return option in RESUME_MAY_CHANGE or option.startswith(RESUME_MAY_CHANGE_PREFIXES)
 OTHER_OPTIONS_FLAG = "--resume-with-other-options"
 
 
@@ -120,7 +129,7 @@ def check_resume(save: Path, command: Sequence[str], fingerprint: dict, allow_ot
         return
     old = fairseq_options(shlex.split((save / "command.txt").read_text()))
     new = fairseq_options(list(command))
-    diff = sorted(k for k in set(old) | set(new) if k not in RESUME_MAY_CHANGE and old.get(k) != new.get(k))
+    diff = sorted(k for k in set(old) | set(new) if not _may_change(k) and old.get(k) != new.get(k))
     if diff:
         shown = "; ".join(f"{k} {old.get(k, '(absent)')} -> {new.get(k, '(absent)')}" for k in diff[:4])
         raise UsageError(f"{save} holds a run started with other fairseq-train options than this command's ({shown}; "
@@ -341,6 +350,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
     hold_lock(save)
+    record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
+    record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))  # (every call: *.history)
+    record(save, "commit.txt", commit())
+    record(save, "machine.txt", machine(a.cpu))
     fingerprint = data_fingerprint(data)
     check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
     if other_options and (save / "checkpoint_last.pt").is_file():
@@ -348,10 +361,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f.write(f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')} resumed with "
                     f"{OTHER_OPTIONS_FLAG}: {shlex.join(command)}\n")
     record(save, "data.json", json.dumps(fingerprint))
-    record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
-    record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))
-    record(save, "commit.txt", commit())
-    record(save, "machine.txt", machine(a.cpu))
     if a.nprocs > 1:
         return subprocess.call(command)
     try:
