@@ -233,10 +233,16 @@ def test_sweep_names_a_broken_done_json(scan_bin, tmp_path):
 
 
 # ------------------------------------------------------------------------------ 7: Ctrl-C
+def _sigint_default():
+    """In the child: Ctrl-C as at a terminal. A command started with `&` by a non-interactive shell (CI runners,
+    nohup ... &) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_when(cmd, ready, timeout=240):
     """Start `cmd`, send it SIGINT once a line of its stdout satisfies `ready`; (returncode, stdout, stderr)."""
     p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     out, start = [], time.monotonic()
     try:
         for line in p.stdout:
@@ -315,7 +321,7 @@ def test_a_second_training_in_the_same_folder_is_refused(scan_bin, tmp_path):
     save = tmp_path / "run"
     cmd = [*TRAIN, scan_bin, save, *TINY, "--max-update", "100000", "--disable-validation"]
     p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     try:
         for line in p.stdout:
             if "Start iterating over samples" in line:
