@@ -100,11 +100,11 @@ def main(argv=None):
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    from fairseq_compgen.pipelines.train import commit
-    started_at = commit()  # read before measuring: a commit made while it runs must not be recorded instead
     if a._one:
         print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast")))
         return
+    from fairseq_compgen.pipelines.train import commit
+    started_at = commit()  # read before measuring: a commit made while it runs must not be recorded instead
     import fairseq_compgen
     fairseq_compgen.register()
     from fairseq_compgen.models.standalone import compgen_archs
