@@ -120,16 +120,18 @@ def xpos_logit(q, k, h, i, j, ctx):
 
 
 def fire_logit(causal):
-    """Li et al. §3: b_h(i, j) = MLP(psi(i - j) / psi(max(L, i)))_h, psi(x) = log(c x + 1); in the encoder (our
+    """Li et al. §3 and the paper's listing: b_h(i, j) = MLP(psi(i - j) / (psi(max(L, i)) + 1e-6))_h, psi(x) =
+    log(c x + 1), MLP = Linear(1, hidden), ReLU, Linear(hidden, H), L = |m| L0; positions from 0. In the encoder (our
     symmetric form) |i - j| / psi(max(L, n - 1)), positions counted from the first real token, n real tokens."""
     def f(q, k, h, i, j, ctx):
         sc = ctx["attn"].scorer
-        c, L = math.exp(float(sc.log_c)), float(sc.threshold)
+        c = math.exp(float(sc.log_c))
+        L = abs(float(sc.threshold_scale) * float(sc.threshold_base))
         psi = lambda x: math.log(c * x + 1)  # noqa: E731
         first = int(ctx["pad"].long().sum())  # left padding
         i, j = i - first, j - first
         n = len(ctx["pad"]) - first
-        x = psi(i - j) / psi(max(L, i)) if causal else psi(abs(i - j)) / psi(max(L, n - 1))
+        x = psi(i - j) / (psi(max(L, i)) + 1e-6) if causal else psi(abs(i - j)) / (psi(max(L, n - 1)) + 1e-6)
         hidden = torch.relu(sc.mlp_in.weight[:, 0].double() * x + sc.mlp_in.bias.double())
         b = float(sc.mlp_out.weight[h].double() @ hidden + sc.mlp_out.bias[h])
         return float(q @ k) / math.sqrt(q.numel()) + b
@@ -137,14 +139,16 @@ def fire_logit(causal):
 
 
 def cope_logit(q, k, h, i, j, ctx):
-    """Golovneva et al. §3: g_it = sigmoid(q_i.k_t), p_ij = sum_{t=j..i} g_it (clipped at P-1), e[p] interpolated
-    between e[floor p] and e[ceil p], logit = q_i.(k_j + e[p_ij]) / sqrt(d_head)."""
+    """Golovneva et al. §3 with the scaling of the paper's listing: g_it = sigmoid(q_i.k_t / sqrt(d_head)),
+    p_ij = sum_{t=j..i} g_it (clipped at P-1), e[p] interpolated between e[floor p] and e[ceil p],
+    logit = q_i.k_j / sqrt(d_head) + q_i.e[p_ij] (the position term unscaled)."""
     e = ctx["attn"].scorer.embedding.double()  # [P, dh]
-    p = sum(torch.sigmoid(q @ ctx["k"][t]) for t in range(j, i + 1)).item()
+    d = q.numel()
+    p = sum(torch.sigmoid(q @ ctx["k"][t] / math.sqrt(d)) for t in range(j, i + 1)).item()
     p = min(p, e.size(0) - 1)
     lo, hi = math.floor(p), math.ceil(p)
     ep = (p - lo) * e[hi] + (1 - p + lo) * e[lo]
-    return float(q @ (k + ep)) / math.sqrt(q.numel())
+    return float(q @ k) / math.sqrt(d) + float(q @ ep)
 
 
 CASES = [("alibi", False, alibi_logit(4)), ("alibi", True, alibi_logit(4)), ("rope", False, rope_logit),
@@ -160,7 +164,10 @@ def test_encoding_matches_its_formula(name, causal, logit_fn):
                                   fire_threshold=3.0, cope_max_positions=4)  # L inside the lengths; p clipped
     with torch.no_grad():
         if name == "fire":
-            sc.log_c.fill_(0.3)  # c != 1
+            sc.log_c.fill_(0.3)  # c != the initial 0.1
+            sc.threshold_scale.fill_(1.3)  # L = 3.9: inside the lengths
+        if name == "cope":
+            sc.embedding.normal_()  # the paper starts e at zero
     attn = MultiheadAttention(C, H, scorer=sc).eval()
     inner = logit_fn
     logit_fn = lambda q, k, h, i, j, ctx: inner(q, k, h, i, j, dict(ctx, attn=attn))  # noqa: E731
@@ -179,6 +186,49 @@ def test_alibi_slopes_for_8_heads_are_the_papers():
     from fairseq_compgen.modules.positions.alibi import alibi_slopes
 
     assert alibi_slopes(8).tolist() == pytest.approx([1 / 2 ** k for k in range(1, 9)])
+    # §3: "for models that require 16 heads ... 1/2^0.5, 1/2^1, 1/2^1.5, ..., 1/2^8"
+    assert alibi_slopes(16).tolist() == pytest.approx([1 / 2 ** (k / 2) for k in range(1, 17)])
+
+
+@pytest.mark.parametrize("H", [3, 6, 12])
+def test_alibi_slopes_for_other_head_counts_follow_the_papers_text(H):
+    """§3: "for n heads, our set of slopes is the geometric sequence that starts at 2^(-8/n) and uses that same
+    value as its ratio" (the authors' code uses another rule when n is not a power of two; we follow the text)."""
+    from fairseq_compgen.modules.positions.alibi import alibi_slopes
+
+    start = 2 ** (-8 / H)
+    assert alibi_slopes(H).tolist() == pytest.approx([start * start ** k for k in range(H)])
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotary_logits_depend_on_relative_positions_only(name):
+    """RoFormer §3.2: (R_m q) . (R_n k) depends on m - n only (xPos: times zeta^((m-n)/B), also relative); the
+    channels are rotated in adjacent pairs (2k, 2k+1) (Eq. 34)."""
+    torch.manual_seed(0)
+    sc = build_attention_position(name, DECODER_SELF, embed_dim=16, num_heads=1)
+    q, k = torch.randn(1, 1, 5, 16, dtype=torch.float64), torch.randn(1, 1, 5, 16, dtype=torch.float64)
+    pos = torch.tensor([0, 1, 3, 4, 9])
+    logits = [(lambda a, b: a @ b.transpose(-1, -2))(*sc.rotate(q, k, pos + s, pos + s)) for s in (0, 7, 100)]
+    assert torch.allclose(logits[0], logits[1], atol=1e-4) and torch.allclose(logits[0], logits[2], atol=1e-4)
+    e0 = torch.zeros(1, 1, 1, 16)
+    e0[..., 2] = 1.0  # channel 2 rotates into channel 3 (its pair), nowhere else
+    rotated = sc.rotate(e0, e0, torch.tensor([5]), torch.tensor([5]))[0].flatten()
+    assert set(rotated.nonzero().flatten().tolist()) == {2, 3}
+
+
+def test_xpos_zeta_is_the_papers():
+    """Sun et al. §3: zeta_k = (k / (d/2) + 0.4) / 1.4 for the pairs k = 0..d/2-1, scale base 512."""
+    sc = build_attention_position("xpos", DECODER_SELF, embed_dim=16, num_heads=1)
+    assert sc.log_zeta.exp().tolist() == pytest.approx([(k / 8 + 0.4) / 1.4 for k in range(8)])
+    assert sc.scale_base == 512.0
+
+
+def test_fire_and_cope_start_as_their_papers_listings():
+    fire = build_attention_position("fire", DECODER_SELF, embed_dim=16, num_heads=4)
+    assert math.exp(fire.log_c.item()) == pytest.approx(0.1) and fire.threshold().item() == 16.0
+    assert (fire.mlp_in.out_features, fire.mlp_out.out_features) == (32, 4)
+    cope = build_attention_position("cope", DECODER_SELF, embed_dim=16, num_heads=4)
+    assert cope.embedding.shape == (64, 4) and not cope.embedding.any()
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "fire"])
@@ -212,6 +262,17 @@ def test_nope_has_no_position_signal():
         a = model.encoder(src)["encoder_out"][0]
         b = model.encoder(src[:, [2, 0, 3, 1]])["encoder_out"][0]
     assert torch.allclose(a[:, [2, 0, 3, 1]], b, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch, embedded", [("nope_transformer_scan", False), ("learned_transformer_scan", True)])
+def test_nope_and_learned_presets_have_no_other_position_signal(arch, embedded):
+    """No attention of either stack (self or cross) has a position scorer, no randomized positions; only the
+    learned preset adds position vectors to the embeddings (of both sides)."""
+    model = build(arch)
+    attentions = [m for m in model.modules() if isinstance(m, MultiheadAttention)]
+    assert attentions and all(a.scorer is None for a in attentions)
+    assert model.encoder.random_positions == model.decoder.random_positions == 0
+    assert (model.encoder.embed.positions is not None) == (model.decoder.embed.positions is not None) == embedded
 
 
 # ---- step by step == full forward, for every new preset, with universal sharing, SAG and the copy decoder ------
@@ -281,6 +342,8 @@ def test_random_positions_reach_rope_and_the_embedding():
 
 
 def test_random_positions_are_plain_at_evaluation_and_random_in_training():
+    """Our stated deviation from Ruoss et al. (whose code samples at evaluation too): training samples, evaluation
+    uses 0..T-1 (positions/randomized.py says why)."""
     torch.manual_seed(0)
     model = build("random_rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
     plain = build("rope_transformer_scan", dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)

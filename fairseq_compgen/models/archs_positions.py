@@ -11,7 +11,8 @@ others only in its position encodings (modules/positions/, `fairseq-compgen help
     fire_transformer_scan      FIRE in every self-attention (Li et al. 2024; symmetric in the encoder)
     cope_transformer_scan      RoPE in the encoder, CoPE in the causal decoder (Golovneva et al. 2024)
     random_rope_transformer_scan   RoPE with randomized positions, N = 128 (Ruoss et al. 2023): SCAN's longest
-                               sequence (49 tokens with EOS) stays well inside [0, N)
+                               sequence (49 tokens with EOS) stays well inside [0, N); sampled in training only,
+                               evaluation on 0..T-1 (the paper samples at evaluation too: positions/randomized.py)
 
 Cross-attention has no position encoding in any of them. Train them with scripts/csordas_train_flags.sh's SCAN flags.
 """

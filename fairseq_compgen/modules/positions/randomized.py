@@ -1,16 +1,25 @@
 """Randomized positional encodings: Ruoss, Delétang, Genewein, Grau-Moya, Csordás, Bennani, Legg, Veness (2023),
 "Randomized Positional Encodings Boost Length Generalization of Transformers" (ACL), §3.
 
-During training, the positions of a length-T sequence are not 0..T-1 but a sorted random subset of [0, N) for an N
-larger than any test length (--random-positions N), so that the positions of longer test sequences were all seen in
-training; at evaluation they are 0..T-1 again. It changes the positions every position-taking encoding receives
+The positions of a length-T sequence are not 0..T-1 but a sorted random subset, drawn without replacement, of
+[0, N) for an N (the paper's L, --random-positions N) larger than any test length, so that the positions of
+longer test sequences were all seen in training. It changes the positions every position-taking encoding receives
 (absolute sinusoidal or learned, RoPE, ALiBi, FIRE, t5, txl, ...): the token embedding reads its positions from the
 sample, and every self-attention of the stack gets the same sample. Cross-attention keeps plain positions.
 
-One sample per batch and stack (encoder, decoder), shared by the batch's sequences (the paper draws one per
-sequence; one per batch keeps every encoding's bias [Tq, Tk]). Off (0) by default. Refused where nothing would
-take the positions: NoPE everywhere (CoPE's positions come from content and count too), linear or convolutional
-self-attention.
+Deviation, stated plainly: we sample in training only and use 0..T-1 at evaluation. The authors sample at test
+time too (their code draws the subset in every forward pass, evaluation included, and they confirm it in
+google-deepmind/randomized_positional_encodings issue #1: "we also randomize at test time"), on models that emit
+the whole output in one pass. Here the decoder is autoregressive (greedy and beam search step by step over a
+cache), and the evaluation is meant to be deterministic; sampling at test time would need one subset per
+decoded sentence fixed before its length is known. Models trained with N well above the test lengths therefore
+see, at evaluation, consecutive positions that training showed only as sparse subsets (relative encodings see
+distance 1 between neighbours, which in training were typically about N/T apart).
+
+One sample per batch and stack (encoder, decoder), shared by the batch's sequences, as in the authors' code (one
+subset per call, broadcast over the batch; it also keeps every encoding's bias [Tq, Tk]). Off (0) by default.
+Refused where nothing would take the positions: NoPE everywhere (CoPE's positions come from content and count
+too), linear or convolutional self-attention.
 """
 from typing import Optional
 
@@ -22,7 +31,8 @@ from fairseq_compgen.modules.positions.registry import Option, register_option
 
 RANDOM_POSITIONS = register_option(
     Option("random_positions", "random_positions", int, 0, "randomized positions: at training, positions are a "
-           "sorted random subset of [0, N) (0: off)", metavar="N"),
+           "sorted random subset of [0, N) (0: off; evaluation uses 0..T-1, where the paper samples too)",
+           metavar="N"),
     paper="Ruoss et al. 2023 §3; for every encoding that takes positions")
 
 

@@ -1,21 +1,28 @@
 """Rotary position embedding (RoPE): Su, Lu, Pan, Murtadha, Wen, Liu (2021), "RoFormer: Enhanced Transformer with
-Rotary Position Embedding", §3.4 (Eq. 34); and xPos: Sun, Dong, Patra, Ma, Huang, Benhaim, Chaudhary, Song, Wei
-(2023), "A Length-Extrapolatable Transformer", §3.
+Rotary Position Embedding", §3.2.2 (Eq. 14-15) and §3.4.2 (Eq. 34); and xPos: Sun, Dong, Patra, Ma, Huang,
+Benhaim, Chaudhary, Song, Wei (2023), "A Length-Extrapolatable Transformer" (ACL), §3.
 
-RoPE rotates each pair of channels (2k, 2k+1) of every head's query and key by an angle proportional to the
-token's absolute position, so that q_i . k_j depends on positions only through i - j:
+RoPE rotates each pair of channels of every head's query and key by an angle proportional to the token's absolute
+position, so that q_i . k_j depends on positions only through i - j (the values are not rotated):
 
     R_p x = [x_2k cos(p w_k) - x_2k+1 sin(p w_k),  x_2k sin(p w_k) + x_2k+1 cos(p w_k)]_k,  w_k = theta^(-2k/d_head)
 
-    q_i <- R_i q_i,  k_j <- R_j k_j                         (theta = --rope-theta, 10000 in the paper)
+    q_i <- R_i q_i,  k_j <- R_j k_j      (k = 0..d_head/2-1; theta = --rope-theta, 10000 in Eq. 15)
 
-xPos multiplies in a per-pair exponential decay, zeta_k = (2k/d_head + gamma) / (1 + gamma), gamma = 0.4:
+Pairing: adjacent channels (2k, 2k+1), the "interleaved" layout of Eq. 34 (the other common layout pairs k with
+k + d_head/2; both are RoPE, they differ by a fixed permutation of the channels, i.e. of the q/k projections).
+
+xPos (§3) multiplies in a per-pair exponential decay, zeta_k = (2k/d_head + gamma) / (1 + gamma) (that is,
+(k/(d/2) + gamma)/(1 + gamma)), gamma = 0.4:
 
     q_i <- zeta^( i / B) * R_i q_i,  k_j <- zeta^(-j / B) * R_j k_j,  so q_i . k_j carries zeta^((i-j)/B)
 
-(B = --xpos-scale-base, 512 in the paper). zeta^((i-j)/B) grows for j > i, so xPos is for causal attention only
-(decoder self-attention). Both act in self-attention only; queries and keys of the cache are rotated at their
-absolute positions, so step-by-step decoding equals the full pass. No parameters.
+(B = --xpos-scale-base, 512 in the paper), with the rotation, frequencies and pairing of RoPE above; the authors'
+code (torchscale, `XPOS`) scales queries up and keys down in the same way. zeta^((i-j)/B) grows for j > i, so xPos
+is for causal attention only (decoder self-attention). Not used: the paper's blockwise causal attention, an
+inference-time change of the attention mask (§3), and the authors' centring of positions around 0 (a shift that
+leaves every q_i . k_j unchanged). Both encodings act in self-attention only; queries and keys of the cache are
+rotated at their absolute positions, so step-by-step decoding equals the full pass. No parameters.
 """
 from typing import Tuple
 
