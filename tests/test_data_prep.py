@@ -462,12 +462,14 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
 
 
 def _readme_commands():
-    """(dataset, argv) of every ``fairseq-compgen prep <dataset> ...`` command in the README's code blocks
+    """(dataset, argv) of every ``fairseq-compgen prep <dataset> ...`` command in the documentation's code blocks
     (optional ``[...]`` parts and shell comments dropped; commands with shell variables skipped)."""
     import re
     import shlex
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    from docs_helpers import doc_text
+
+    text = doc_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(fairseq-compgen prep [^`]*)`", text)
     out = []
     for block in blocks:
@@ -481,7 +483,7 @@ def _readme_commands():
 
 
 def test_readme_data_prep_commands_parse():
-    """Every `fairseq-compgen prep` command the README shows is accepted by its dataset's parser (the algorithmic one
+    """Every `fairseq-compgen prep` command the documentation shows is accepted by its dataset's parser (the algorithmic one
     named tasks that do not exist)."""
     cmds = _readme_commands()
     assert {s for s, _ in cmds} >= {"scan", "cogs", "cfq", "pcfg", "mathematics", "algorithmic", "iwslt14", "flores",
