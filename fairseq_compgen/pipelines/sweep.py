@@ -18,7 +18,7 @@ A sweep file (YAML)::
         label: SCAN (length cutoff 26)   # column title in the tables
         data: data/scan/length_cutoff_26/bin
         recipe: csordas/scan             # training recipe (fairseq-compgen recipes lists them); omit for none
-        metric: exact_match              # fairseq-compgen eval --metric: exact_match (default) | bleu | comp
+        metric: exact_match              # fairseq-compgen eval --metric: exact_match (default) | bleu | comp | ...
         subsets: [valid, gen]            # evaluated subsets (default: every subset in data but train)
         flags: []                        # dataset-specific flags
         seeds: [1, 2, 3]                 # optional: overrides the sweep's seeds for this dataset
@@ -85,9 +85,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_compgen import recipes
+from fairseq_compgen import recipes, scoring
 from fairseq_compgen.errors import UsageError, read_json
-from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
@@ -197,9 +196,7 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
         if r.arch not in ARCH_MODEL_REGISTRY:
             raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
                              f"registered (fairseq-compgen help lists them)")
-        if r.metric not in METRIC_KEY:
-            raise UsageError(f"{path}: dataset {r.dataset!r}: metric {r.metric!r} is not one of "
-                             f"{', '.join(METRIC_KEY)}")
+        scoring.get(r.metric, f"{path}: dataset {r.dataset!r}")
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
@@ -498,7 +495,7 @@ class Runner:
         tmp = run.path / (DONE + ".tmp")
         tmp.write_text(json.dumps(done, indent=1))
         tmp.replace(run.path / DONE)
-        key = METRIC_KEY[run.metric]
+        key = scoring.get(run.metric).key
         self.echo(f"done   {run.name}: " + ", ".join(f"{k} {key} {v.get(key, float('nan')):.4f}"
                                                   for k, v in done["metrics"].items()))
         return dict(done, status="done")
