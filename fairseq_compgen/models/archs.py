@@ -14,6 +14,7 @@ and for each a sized preset per dataset, `<column>_<dataset>` for dataset in sca
 """
 from fairseq.models import register_model_architecture
 
+from fairseq_compgen.models.common import set_default
 from fairseq_compgen.modules.positions import registry as position_registry
 
 # Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code uses 4
@@ -36,17 +37,12 @@ COLUMNS = {  # name -> (self-attention position scorer, absolute positions, univ
 }
 
 
-def _default(args, name, value):
-    if getattr(args, name, None) is None:
-        setattr(args, name, value)
-
-
 def set_size(args, d_model, d_ff, heads, layers):
     for side in ("encoder", "decoder"):
-        _default(args, f"{side}_embed_dim", d_model)
-        _default(args, f"{side}_ffn_embed_dim", d_ff)
-        _default(args, f"{side}_attention_heads", heads)
-        _default(args, f"{side}_layers", layers)
+        set_default(args, f"{side}_embed_dim", d_model)
+        set_default(args, f"{side}_ffn_embed_dim", d_ff)
+        set_default(args, f"{side}_attention_heads", heads)
+        set_default(args, f"{side}_layers", layers)
 
 
 def base_architecture(args):
@@ -63,14 +59,14 @@ def base_architecture(args):
         qk_norm="none",  # archs_park_kim.py
         **position_registry.defaults(),  # --absolute-positions sinusoidal, --self-attn-pos none, --rel-span 4, ...
     ).items():
-        _default(args, name, value)
+        set_default(args, name, value)
 
 
 def _column(scorer, positions, universal, size=None):
     def arch(args):
-        _default(args, "self_attn_pos", scorer)
-        _default(args, "absolute_positions", positions)
-        _default(args, "universal", universal)
+        set_default(args, "self_attn_pos", scorer)
+        set_default(args, "absolute_positions", positions)
+        set_default(args, "universal", universal)
         if size is not None:
             set_size(args, *size)
         base_architecture(args)

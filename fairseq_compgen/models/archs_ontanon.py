@@ -34,7 +34,8 @@ d^-0.5 * 4000^-0.5, batch 64, no clipping, no label smoothing, Table 7's epochs,
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import _default, base_architecture, set_size
+from fairseq_compgen.models.archs import base_architecture, set_size
+from fairseq_compgen.models.common import set_default
 
 SMALL = (64, 256, 4)  # d, f, h (d_h = 16)
 LARGE = (128, 512, 8)
@@ -77,7 +78,7 @@ def _preset_from(pos, copy, size, layers, shared):
         set_size(args, d, f, h, layers)
         for name, value in dict(absolute_positions=absolute, self_attn_pos=self_pos, cross_attn_pos=cross_pos,
                                 copy_decoder=copy, universal=shared, **COMMON).items():
-            _default(args, name, value)
+            set_default(args, name, value)
         base_architecture(args)
 
     return arch
@@ -105,7 +106,7 @@ def _tagging_preset(pos, layers, shared, parent):
     encoder = _preset_from(pos, False, SMALL, layers, shared)
 
     def arch(args):
-        _default(args, "tagger_parent_head", parent)
+        set_default(args, "tagger_parent_head", parent)
         encoder(args)
 
     return arch

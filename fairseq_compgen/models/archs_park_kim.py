@@ -42,7 +42,8 @@ Report mean ± population std over 5 seeds (spec §A4.1), sequence exact match, 
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import CSORDAS_SIZES, _column, _default
+from fairseq_compgen.models.archs import CSORDAS_SIZES, _column
+from fairseq_compgen.models.common import set_default
 
 PARK_KIM_TASKS = ("scan", "math", "pcfg")
 PARK_KIM_NORMS = {"linear_uni_transformer": "none", "linear_rms_uni_transformer": "rms",
@@ -53,8 +54,8 @@ def _linear(qk_norm, size):
     universal = _column("none", "sinusoidal", True, size)  # the `uni_transformer` column (Csordás et al.)
 
     def arch(args):
-        _default(args, "self_attn_type", "linear")
-        _default(args, "qk_norm", qk_norm)
+        set_default(args, "self_attn_type", "linear")
+        set_default(args, "qk_norm", qk_norm)
         universal(args)
 
     return arch

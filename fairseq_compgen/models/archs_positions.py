@@ -17,7 +17,8 @@ Cross-attention has no position encoding in any of them. Train them with scripts
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import CSORDAS_SIZES, _default, base_architecture, set_size
+from fairseq_compgen.models.archs import CSORDAS_SIZES, base_architecture, set_size
+from fairseq_compgen.models.common import set_default
 
 PRESETS = {  # name -> flags it defaults
     "nope_transformer": dict(absolute_positions="none", self_attn_pos="none"),
@@ -34,7 +35,7 @@ PRESETS = {  # name -> flags it defaults
 def _preset(flags):
     def arch(args):
         for name, value in flags.items():
-            _default(args, name, value)
+            set_default(args, name, value)
         set_size(args, *CSORDAS_SIZES["scan"])
         base_architecture(args)
 
