@@ -1,7 +1,7 @@
 """Named architectures: presets over the options of `compgen_transformer`. A preset only sets defaults;
 every flag given on the command line wins.
 
-Csordás, Irie, Schmidhuber (2021), Table 4 / spec_000 §5.1. The four model columns of Tables 1 and 3:
+Csordás, Irie, Schmidhuber (2021), Table 4. The four model columns of Tables 1 and 3:
 
     compgen_transformer   "Trafo":            absolute sinusoidal positions (PED scaling), separate layers
     uni_transformer       "Uni. Trafo":       absolute positions, one shared layer per stack
@@ -10,16 +10,18 @@ Csordás, Irie, Schmidhuber (2021), Table 4 / spec_000 §5.1. The four model col
 
 and for each a sized preset per dataset, `<column>_<dataset>` for dataset in scan, cfq, pcfg, cogs, math
 (e.g. `rel_uni_transformer_scan`). The bare names use the SCAN size. Training hyperparameters of Table 4
-(batch, learning rate, schedule, steps) are fairseq-train flags, given in scripts/csordas_train_flags.sh.
+(batch, learning rate, schedule, steps) are fairseq-train flags, given by the recipes csordas/<dataset>
+(fairseq_compgen/recipes/recipes.yaml; `fairseq-compgen recipes csordas/scan` prints one).
 """
 from fairseq.models import register_model_architecture
 
 from fairseq_compgen.models.common import set_default
 from fairseq_compgen.modules.positions import registry as position_registry
 
-# Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code uses 4
-# (spec_000 discrepancy 2); we follow the table, `--encoder-attention-heads 4 --decoder-attention-heads 4`
-# gives the code's setting. CFQ's Universal models use their own size.
+# Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code
+# (github.com/RobertCsordas/transformer_generalization) uses 4; we follow the table,
+# `--encoder-attention-heads 4 --decoder-attention-heads 4` gives the code's setting. CFQ's Universal models use
+# their own size.
 CSORDAS_SIZES = {
     "scan": (128, 256, 8, 3),
     "cfq": (128, 256, 16, 2),
@@ -46,7 +48,7 @@ def set_size(args, d_model, d_ff, heads, layers):
 
 
 def base_architecture(args):
-    """Defaults shared by every preset: Csordás et al.'s base Transformer (spec_000 §2.1) at SCAN size."""
+    """Defaults shared by every preset: Csordás et al.'s base Transformer (App. B and their code) at SCAN size."""
     set_size(args, *CSORDAS_SIZES["scan"])
     for name, value in dict(
         dropout=0.1, attention_dropout=0.1, activation_dropout=0.1, embedding_dropout=None,

@@ -13,7 +13,8 @@ others only in its position encodings (modules/positions/, `fairseq-compgen help
     random_rope_transformer_scan   RoPE with randomized positions, N = 128 (Ruoss et al. 2023): SCAN's longest
                                sequence (49 tokens with EOS) stays well inside [0, N)
 
-Cross-attention has no position encoding in any of them. Train them with scripts/csordas_train_flags.sh's SCAN flags.
+Cross-attention has no position encoding in any of them. Train them with the recipe csordas/scan
+(`fairseq-compgen train --recipe csordas/scan ARCH DATA SAVE`).
 """
 from fairseq.models import register_model_architecture
 

@@ -13,7 +13,7 @@ Options of this module (see `--help` for all flags):
 * relative labels rel-e/-b/-eb (`--self-attn-pos`, `--cross-attn-pos`), copy decoder (Ontañón et al. 2022 §4.1-4.2)
 * Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
 * post-LN (the authors' code) or pre-LN (`--normalize-before`)
-* tied output embedding with a learned output bias                        (Csordás et al. 2021, spec_000 §2.1)
+* tied output embedding with a learned output bias                        (Csordás et al. 2021, App. B)
 
 Tensors are batch-first inside the model: [B, T, C].
 """

@@ -1,6 +1,6 @@
 """Syntactic Attention (Russin, Jo, O'Reilly & Bengio 2019, arXiv:1904.09708) as a fairseq model.
 
-Spec: shared/papers/spec_002_004.md Part B (B2.1 the paper's equations, B2.2 the authors' code). The input is
+The paper's Section 2 (Eqs. 1-6) and the authors' code (github.com/jlrussin/syntactic_attention). The input is
 encoded twice:
 
 * semantic stream, Eq. 1:  m_j = Dropout(W_m x_j)                       context-free, m_j in R^120
@@ -24,7 +24,7 @@ Fairseq adaptation (decisions where the paper is silent or fairseq differs):
   dictionary's BOS, so the model sees exactly <SOS> w_1 .. w_n <EOS> and attends over all of it, as in the code.
   Targets: fairseq's prev_output_tokens start with EOS and the target ends with EOS, so step i emits y_i and
   the last step emits EOS, as in the authors' training.
-* Padding (the four pitfalls of spec B6 for batch > 1): sources are moved from fairseq's left padding to right
+* Padding (four pitfalls of the authors' batch-1 code for batch > 1): sources are moved from fairseq's left padding to right
   padding, both biLSTMs run on packed sequences, the <EOS> role goes to each row's last real position, s_0 uses
   the packed final states, and attention masks padding. Outputs of a sentence do not depend on the batch.
 * Stopping. The paper's decoder runs for exactly the gold length. Ours must emit EOS to be usable with
@@ -249,7 +249,7 @@ class SyntacticAttentionModel(FairseqEncoderDecoderModel):
 
 @register_model_architecture("syntactic_attention", "syntactic_attention")
 def base_architecture(args):
-    """The paper's model (spec_002_004 B2.2): m 120, x 200 (h and decoder 400), dropout 0.5, no variant."""
+    """The paper's model (Section 3.2 and the authors' code): m 120, x 200 (h and decoder 400), dropout 0.5, no variant."""
     for name, value in dict(
         semantic_dim=120, syntactic_dim=200, dropout=0.5, sequential_semantics=False, syntax_action=False,
         nonlinear_semantics=False, max_source_positions=1024, max_target_positions=1024,
