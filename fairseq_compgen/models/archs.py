@@ -37,6 +37,17 @@ COLUMNS = {  # name -> (self-attention position scorer, absolute positions, univ
     "rel_transformer": ("txl", "none", False),
     "rel_uni_transformer": ("txl", "none", True),
 }
+PAPER_NAMES = {"compgen_transformer": "Trafo", "uni_transformer": "Uni. Trafo", "rel_transformer": "Rel. Trafo",
+               "rel_uni_transformer": "Rel. Uni. Trafo"}  # the columns of Csordás et al.'s Tables 1 and 3
+
+
+def paper_name(arch: str) -> str:
+    """Csordás et al.'s name of a column arch or its sized preset (rel_uni_transformer_scan -> "Rel. Uni. Trafo");
+    any other arch keeps its id."""
+    for name, label in PAPER_NAMES.items():
+        if arch == name or any(arch == f"{name}_{d}" for d in CSORDAS_SIZES):
+            return label
+    return arch
 
 
 def set_size(args, d_model, d_ff, heads, layers):
