@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from fairseq_compgen import recipes
-from fairseq_compgen.pipelines import sweep, train
+from fairseq_compgen.pipelines import runner, sweep, train
 
 
 def budget(run: sweep.Run, updates_per_epoch: float) -> int:
@@ -60,7 +60,7 @@ def measure(run: sweep.Run, updates: int, log_every: int, threads, scratch: Path
             "--disable-validation", "--no-save"]
     log = scratch / (save.name + ".log")
     with open(log, "w") as f:
-        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=sweep.tool_env(threads))
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=runner.tool_env(threads))
     found = intervals(log)
     if rc != 0 or len(found) < 2:
         raise SystemExit(f"sweep_cost: {run.name}: training failed or logged fewer than two intervals: "

@@ -16,9 +16,14 @@ are printed; wall time is measured from the process start, CPU time from /proc (
 so the benchmark measures time *to* accuracy; without it every run goes to `--updates`.
 Extra fairseq-train flags follow `--` (e.g. `-- --encoder-layers 2`).
 
-Writes OUT.json (machine, commit, command of every run, all points) and OUT.png, plus each run's log and
-checkpoints under --runs (default runs/time_to_accuracy).
+Writes OUT.json (machine, commit, command of every run, all points) and OUT.png (titled --title, the lines named
+as the papers name the models), plus each run's log and checkpoint_last.pt under --runs (default
+runs/time_to_accuracy): fairseq writes every save as checkpoint_E_U.pt and copies it to checkpoint_best.pt and
+checkpoint_last.pt, so after a finished run the copies identical to checkpoint_last.pt (the one fairseq-train resumes
+from and `fairseq-compgen eval` reads) are removed.
 """
+import filecmp
+import glob
 import argparse
 import json
 import os
@@ -57,6 +62,16 @@ def parse_valid_line(line: str, subsets):
 def accuracies(metrics: dict) -> dict:
     """The exact-match metrics of one validation line: {"accuracy": x} (and greedy_accuracy with --eval-greedy)."""
     return {k: v for k, v in metrics.items() if k in ("accuracy", "greedy_accuracy")}
+
+
+def drop_copies_of_last(save: str) -> None:
+    """Remove checkpoint_E_U.pt and checkpoint_best.pt where they hold the same bytes as checkpoint_last.pt."""
+    last = os.path.join(save, "checkpoint_last.pt")
+    if not os.path.isfile(last):
+        return
+    for path in glob.glob(os.path.join(save, "checkpoint_*_*.pt")) + [os.path.join(save, "checkpoint_best.pt")]:
+        if os.path.isfile(path) and filecmp.cmp(path, last, shallow=False):
+            os.remove(path)
 
 
 class Run:
@@ -106,6 +121,8 @@ class Run:
         self.log.close()
         if self.status is None:
             self.status = "finished" if self.proc.returncode == 0 else f"failed (exit {self.proc.returncode})"
+        if self.status == "finished":
+            drop_copies_of_last(self.save)
 
     def result(self):
         if self.status is None and hasattr(self, "proc"):
@@ -122,6 +139,8 @@ def plot(results, a, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from fairseq_compgen.models.archs import paper_name  # imports fairseq and torch: only here, once
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, r in enumerate(results):
@@ -129,7 +148,7 @@ def plot(results, a, path):
         for subset, style in zip(a.subset_names, ("--", "-", ":", "-.")):  # IID dashed, generalization solid
             pts = [p for p in r["points"] if "accuracy" in p.get(subset, {})]
             ys = [p[subset]["accuracy"] for p in pts]
-            axes[0].plot([p["updates"] for p in pts], ys, style, color=c, label=f"{r['arch']} s{r['seed']} {subset}")
+            axes[0].plot([p["updates"] for p in pts], ys, style, color=c, label=f"{paper_name(r['arch'])} s{r['seed']} {subset}")
             axes[1].plot([p["wall_s"] / 60 for p in pts], ys, style, color=c)
     axes[0].set_xlabel("updates")
     axes[1].set_xlabel(f"wall minutes ({a.threads} thread(s) per run, {len(results)} run(s) side by side)")
@@ -139,7 +158,7 @@ def plot(results, a, path):
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"time to accuracy: {a.data}")
+    fig.suptitle(a.title)
     fig.tight_layout()
     tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=110)
@@ -175,11 +194,13 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=0, help="runs at once (default: all)")
     p.add_argument("--valid-subsets", default="valid,gen", help="validation subsets, IID first")
     p.add_argument("--target-subset", default="gen")
-    p.add_argument("--target", type=float, default=0.99)
+    p.add_argument("--target", type=float, default=0.99,
+                   help="the accuracy on --target-subset counted as solving the split (default 0.99)")
     p.add_argument("--stop-at", action="store_const", const=True, default=None,
                    help="stop a run once its `accuracy` on --target-subset reaches --target")
     p.add_argument("--runs", default="runs/time_to_accuracy")
     p.add_argument("--out", required=True, help="output prefix: writes OUT.json and OUT.png")
+    p.add_argument("--title", help="the plot's title (default: --dataset and the data folder's split name)")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--report"]:  # python benchmarks/time_to_accuracy.py --report OUT.json
         print(report(argv[1]))
@@ -188,6 +209,9 @@ def main(argv=None):
     a = p.parse_args(argv[:cut])
     a.extra = argv[cut + 1:]
     a.subset_names = a.valid_subsets.split(",")
+    split = os.path.basename(os.path.normpath(a.data))
+    split = os.path.basename(os.path.dirname(os.path.normpath(a.data))) if split == "bin" else split
+    a.title = a.title or f"{a.dataset.upper()}, {split.replace('_', ' ')}: accuracy during training"
     if a.target_subset not in a.subset_names:
         p.error(f"--target-subset {a.target_subset} is not among --valid-subsets {a.valid_subsets}")
     if not os.path.isfile(os.path.join(a.data, "dict.src.txt")):
@@ -229,7 +253,8 @@ def main(argv=None):
             snapshot(final=False)
     out = snapshot(final=True)
     plot(out["runs"], a, a.out + ".png")
-    print(f"\ntime to {a.target_subset} >= {a.target}:")
+    print(f"\ntime to {a.target_subset} >= {a.target} (--target: the accuracy counted as solving the split; "
+          f"the grey line of the plot):")
     for r in out["runs"]:
         hit = r["target_reached_at"]
         when = (f"{hit['updates']} updates, {hit['wall_s'] / 60:.1f} wall min, {hit['cpu_s'] / 60:.1f} CPU min" if hit

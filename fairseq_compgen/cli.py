@@ -10,7 +10,7 @@ any program on PATH, so `compgen train ...` in bash would silently do nothing an
     fairseq-compgen eval CHECKPOINT DATA     greedy decoding + exact match (or BLEU / COMP) per subset, as JSON
     fairseq-compgen sweep SWEEP ...          configurations x seeds x datasets, locally or on Slurm (submitit)
     fairseq-compgen aggregate OUT ...        a sweep's tables (mean ± std over seeds) and learning curves
-    fairseq-compgen score KIND LOG ...       score a fairseq-generate output: exact_match | bleu | comp
+    fairseq-compgen score KIND LOG ...       score a fairseq-generate output: exact_match | bleu | comp | ...
     fairseq-compgen help [ARCH]              the registered archs, or one arch's flags with its preset's defaults
     fairseq-compgen plot t5-biases CKPT ...  learned T5 biases of a checkpoint (Chaabouni et al., Figure 1)
 
@@ -36,8 +36,6 @@ COMMANDS = {
     "help": ("fairseq_compgen.help", "main"),
     "plot": ("fairseq_compgen.cli", "plot_main"),
 }
-SCORERS = {"exact_match": "fairseq_compgen.scoring.exact_match", "bleu": "fairseq_compgen.scoring.bleu",
-           "comp": "fairseq_compgen.scoring.comp"}
 
 
 def recipes_main(argv: Sequence[str]) -> int:
@@ -69,14 +67,17 @@ def recipes_main(argv: Sequence[str]) -> int:
 
 
 def score_main(argv: Sequence[str]) -> int:
-    """fairseq-compgen score exact_match|bleu|comp GENERATE_LOG [...]: the scorers of fairseq_compgen.scoring."""
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in SCORERS:
+    """fairseq-compgen score SCORER GENERATE_LOG [...]: the scorers of fairseq_compgen.scoring (one file each);
+    `fairseq-compgen score SCORER --help` shows a scorer's options."""
+    from fairseq_compgen import scoring
+
+    if not argv or argv[0] in ("-h", "--help"):
         print(score_main.__doc__)
-        if argv and argv[0] not in ("-h", "--help"):
-            from fairseq_compgen.errors import UsageError
-            raise UsageError(f"fairseq-compgen score: unknown scorer {argv[0]!r} (known: {', '.join(SCORERS)})")
+        for name in scoring.names():
+            s = scoring.get(name)
+            print(f"  {name:12s} {s.help} ({s.paper}); result key {s.key!r}")
         return 0
-    importlib.import_module(SCORERS[argv[0]]).main(list(argv[1:]))
+    scoring.get(argv[0], "fairseq-compgen score").main(list(argv[1:]))
     return 0
 
 
@@ -89,6 +90,17 @@ def plot_main(argv: Sequence[str]) -> int:
     from fairseq_compgen.pipelines import t5_biases
 
     return t5_biases.main(list(argv[1:])) or 0
+
+
+def quiet_tensorboardx_notice() -> None:
+    """Drop the one INFO line "Please install tensorboardX" that fairseq logs whenever fairseq.tasks is imported
+    (its text_to_speech task, which this package never uses, tries the import). Without the `tb` extra every command
+    that loads fairseq printed it; TensorBoard logging itself (`--tensorboard-logdir`) still needs tensorboardX, and
+    fairseq-train says so when that flag is given. Only that record of that logger is filtered."""
+    import logging
+
+    logging.getLogger("fairseq.tasks.text_to_speech").addFilter(
+        lambda record: not str(record.msg).startswith("Please install tensorboardX"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -109,6 +121,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    quiet_tensorboardx_notice()
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted
 

@@ -22,10 +22,17 @@ archs=(compgen_transformer_scan rel_uni_transformer_scan)
 fairseq-compgen prep scan --split length_cutoff_26 --out data/scan
 echo "main: training ${archs[*]} for $updates updates each, side by side, one thread each (batch 256, lr 1e-3, Table 4)"
 python benchmarks/time_to_accuracy.py "$data" --archs "${archs[@]}" --seeds "$seed" --updates "$updates" \
-  --eval-every "$every" --threads 1 --runs "$out" --out "$out/curve"
+  --eval-every "$every" --threads 1 --runs "$out" --out "$out/curve" \
+  --title "SCAN length cutoff 26 (Csordás et al. 2021, Table 3): exact match during training"
 for arch in "${archs[@]}"; do
   echo "main: evaluating $arch (checkpoint_last.pt: no early stopping) with greedy fairseq-generate"
-  fairseq-compgen eval "$out/${arch}_s$seed/checkpoint_last.pt" "$data" valid gen --cpu 2>/dev/null
+  # fairseq's log lines go to the run's eval.log; on failure its end is shown, so no error is hidden
+  log="$out/${arch}_s$seed/eval.log"
+  if ! fairseq-compgen eval "$out/${arch}_s$seed/checkpoint_last.pt" "$data" valid gen --cpu 2>"$log"; then
+    echo "main: evaluation of $arch failed; the end of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
 done
 python - "$out" "$updates" "$seed" "${archs[@]}" <<'PY'
 import json, sys

@@ -46,6 +46,8 @@ def test_time_to_accuracy_records_a_learning_curve(tmp_path):
             acc = pt[subset]
             assert 0.0 <= acc["accuracy"] <= 1.0 and acc["accuracy"] == acc["greedy_accuracy"]
     assert "--eval-greedy" in run["command"] and "not reached" in p.stdout
+    # one checkpoint on disk: fairseq's identical copies of checkpoint_last.pt (checkpoint_E_U.pt, _best) are gone
+    assert sorted(f.name for f in (tmp_path / "runs" / "rel_uni_transformer_s1").glob("*.pt")) == ["checkpoint_last.pt"]
 
 
 def test_sweep_cost_scales_the_measured_step_to_each_recipes_budget(tmp_path, scan_bin):

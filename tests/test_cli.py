@@ -237,3 +237,16 @@ def test_early_stopping_takes_the_later_of_tied_best_validations(tmp_path):
     md = aggregate.early_stopping_table(spec, [{"dataset": "d", "config": "c", "seed": 3, "dir": str(run)}],
                                         "valid", "accuracy", scale=100, digits=1)
     assert "| D | C | 3 | 4,000 | 100.0 | 97.0 |" in md and "update (best valid) | valid | test |" in md
+
+
+def test_fairseqs_tensorboardx_notice_is_filtered():
+    """Without tensorboardX, importing fairseq.tasks logs "Please install tensorboardX"; fairseq-compgen drops that
+    one record (cli.quiet_tensorboardx_notice) and nothing else."""
+    code = ("import sys; sys.modules['tensorboardX'] = None\n"
+            "from fairseq_compgen.cli import quiet_tensorboardx_notice\n"
+            "if sys.argv[1] == 'quiet': quiet_tensorboardx_notice()\n"
+            "import fairseq.tasks\n")
+    said = {how: subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+            for how in ("quiet", "plain")}
+    assert "Please install tensorboardX" in said["plain"].stdout + said["plain"].stderr
+    assert "Please install tensorboardX" not in said["quiet"].stdout + said["quiet"].stderr

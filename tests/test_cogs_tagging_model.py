@@ -1,5 +1,5 @@
 """The COGS tagging model of Ontañón et al. (2022), "Making Transformers Solve Compositional Tasks", §4.5.1
-(spec_001 §6.1, Tables 5 and 12): the three parent heads against direct implementations, the 12 presets,
+(Section 4.5.1, Tables 5 and 12): the three parent heads against direct implementations, the 12 presets,
 training with fairseq-train (fairseq-compgen train) and decoding + per-category scoring (fairseq-compgen eval)."""
 
 import argparse

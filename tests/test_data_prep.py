@@ -1,7 +1,7 @@
 """Data-prep for COGS, CFQ, PCFG SET and Mathematics (issue 7), on the real copies in shared/data.
 
 COGS: Kim & Linzen (2020); CFQ: Keysers et al. (2020); PCFG SET: Hupkes et al.
-(2020); Mathematics: Saxton et al. (2019); statistics: spec_000 Table 10
+(2020); Mathematics: Saxton et al. (2019); statistics: Csordás et al. (2021), Table 10
 (Csordás, Irie & Schmidhuber 2021).  Large sets are subsampled where only the
 mechanics are tested; counts are checked on the full real files.
 """

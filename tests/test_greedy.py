@@ -1,4 +1,4 @@
-"""Exact match as Csordás et al. (2021, spec_000 §1) define it, against a direct per-row implementation."""
+"""Exact match as Csordás et al. (2021, App. A and their code) define it, against a direct per-row implementation."""
 import random
 
 import pytest

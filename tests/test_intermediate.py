@@ -1,5 +1,5 @@
 """Intermediate representations of Ontañón et al. (2022), "Making Transformers Solve
-Compositional Tasks", ACL, Section 4.5 (spec_001 §6): CFQ-im and COGS as sequence tagging.
+Compositional Tasks", ACL, Section 4.5: CFQ-im and COGS as sequence tagging.
 
 Round trips are checked on every example of the real data in shared/data.
 """
@@ -35,7 +35,7 @@ DIRECTED_AND_ACTED = (
 
 
 def test_cfq_im_paper_example():
-    """'who directed and acted in M1 and M2': four triples become one (spec §6.2)."""
+    """'who directed and acted in M1 and M2': four triples become one (Section 4.5.2)."""
     im = cfq_im.to_im(DIRECTED_AND_ACTED)
     assert im == (
         "SELECT DISTINCT ?x0 WHERE { ?x0 a film.director . "

@@ -144,7 +144,7 @@ def test_universal_depths_keep_separate_caches():
 
 
 def csordas_param_count(d, f, layers, v_in_rows, v_out_rows, relative, universal):
-    """spec_000 §2.1: encoder layer 4d²+2df+f+5d, decoder layer 8d²+2df+f+7d, +d²+2d per relative self-attention,
+    """Csordás et al. (2021), Table 5, with their code's layers: encoder layer 4d²+2df+f+5d, decoder layer 8d²+2df+f+7d, +d²+2d per relative self-attention,
     embeddings (V_in+2)d + (V_out+1)d + output bias (V_out+1)."""
     enc = 4 * d * d + 2 * d * f + f + d + 4 * d + (d * d + 2 * d if relative else 0)
     dec = 8 * d * d + 2 * d * f + f + d + 6 * d + (d * d + 2 * d if relative else 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairseq_compgen.pipelines import aggregate, sweep, train_log
+from fairseq_compgen.pipelines import aggregate, runner, sweep, train_log
 from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,9 +54,9 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
     victim.path.mkdir(parents=True)
     with open(victim.path / "train.log", "a") as log:
         subprocess.run(victim.train_command() + ["--max-update", "3"], stdout=log, stderr=subprocess.STDOUT,
-                       env=sweep.tool_env(threads=1), check=True)
+                       env=runner.tool_env(threads=1), check=True)
     assert victim.checkpoint.is_file() and not victim.is_done()
-    assert sweep.last_num_updates(victim.path / "train.log") == 3
+    assert train_log.last_num_updates(victim.path / "train.log") == 3
 
     said = []
     results = sweep.run_sweep(path, out, jobs=2, cpu=True, threads=1, echo=said.append)
@@ -133,7 +133,7 @@ def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
     lengths) would be shuffled differently."""
     flags = (f"{TINY} --dropout 0 --attention-dropout 0 --activation-dropout 0 --lr 1e-3 --max-update 4 "
              "--log-interval 1 --disable-validation --no-save --curriculum 1 --seed 3").split()
-    env = sweep.tool_env(threads=1)
+    env = runner.tool_env(threads=1)
     train = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu"]
     logs = {k: open(tmp_path / f"{k}.log", "w") for k in ("single", "ranks")}
     procs = [

@@ -14,6 +14,7 @@ import yaml
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines import aggregate, sweep
+from fairseq_compgen.pipelines.runner import LOCK, Runner
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,7 +108,7 @@ def test_a_changed_sweep_file_refuses_runs_made_with_other_settings(tmp_path, da
 def _hold(run, sweep_pid, pgid):
     """Lock the run folder as a sweep would, recording `sweep_pid` and `pgid` as its holder."""
     run.path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run.path / sweep.LOCK, os.O_RDWR | os.O_CREAT)
+    fd = os.open(run.path / LOCK, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"sweep": sweep_pid, "pgid": pgid}).encode(), 0)
@@ -119,7 +120,7 @@ def test_a_run_held_by_a_live_sweep_is_left_alone(tmp_path, data):
     fd = _hold(run, os.getpid(), None)
     said = []
     try:
-        result = sweep.Runner(echo=said.append).run_one(run)
+        result = Runner(echo=said.append).run_one(run)
     finally:
         os.close(fd)
     assert result["status"] == "failed" and result["stage"] == "lock" and said[0].startswith("BUSY   scan/reluni/seed1")
@@ -137,7 +138,7 @@ def test_an_orphaned_trainer_is_stopped_before_the_run_restarts(tmp_path, data):
     os.pwrite(fd, json.dumps({"sweep": gone.pid, "pgid": orphan.pid}).encode(), 0)
     os.close(fd)  # only the orphan holds the lock now
     said = []
-    runner = sweep.Runner(echo=said.append)
+    runner = Runner(echo=said.append)
     got = runner._take_lock(run, wait_s=20)
     try:
         assert got is not None and orphan.wait(timeout=10) == -signal.SIGTERM
@@ -153,12 +154,12 @@ def test_the_lock_outlives_the_sweep_in_its_trainer(tmp_path, data):
     """The trainer inherits the lock: while it runs, a second sweep cannot take the folder."""
     run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
     run.path.mkdir(parents=True)
-    runner = sweep.Runner(echo=lambda s: None)
+    runner = Runner(echo=lambda s: None)
     fd = runner._take_lock(run)
     child = subprocess.Popen(["sleep", "300"], pass_fds=(fd,), start_new_session=True)
     os.close(fd)  # the sweep is gone; its trainer is not
     try:
-        probe = os.open(run.path / sweep.LOCK, os.O_RDWR)
+        probe = os.open(run.path / LOCK, os.O_RDWR)
         with pytest.raises(BlockingIOError):
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.close(probe)
@@ -214,7 +215,7 @@ def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
     path = _write(tmp_path, GOOD.format(data=data))
     (run, *_) = sweep.plan(sweep.load_sweep(path), tmp_path / "out", cpu=True)
     said = []
-    runner = sweep.Runner(jobs=1, echo=said.append)
+    runner = Runner(jobs=1, echo=said.append)
     runner.stop()
     assert runner.run_one(run) == {"run": run.name, "status": "stopped"} and said == []
     assert not run.path.exists()

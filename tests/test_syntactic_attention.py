@@ -1,4 +1,4 @@
-"""Syntactic Attention (Russin et al. 2019; spec_002_004 Part B) against its equations, its decoding, and fairseq."""
+"""Syntactic Attention (Russin et al. 2019, Section 2) against its equations, its decoding, and fairseq."""
 import os
 import re
 import subprocess
@@ -137,7 +137,7 @@ def test_paper_sizes():
     expected = (V_in * 120 + V_in * 100 + lstm(100, 100, 2) + 2 * 200 + lstm(200, 200, 2) + 400 * 400 + 400
                 + lstm(400, 400, 1) + 120 * V_out + V_out)
     assert sum(p.numel() for p in model.parameters()) == expected
-    assert abs(expected - 2.25e6) / 2.25e6 < 0.02  # spec C: about 2.25M
+    assert abs(expected - 2.25e6) / 2.25e6 < 0.02  # the authors' default configuration: about 2.25M
     assert model.encoder.dropout.p == 0.5
 
 

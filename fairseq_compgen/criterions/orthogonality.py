@@ -1,4 +1,4 @@
-"""Orthogonality loss on the encoder's Values: Park & Kim (2024) §4.2 (spec_002_004 §A2.4).
+"""Orthogonality loss on the encoder's Values: Park & Kim (2024) §4.2.
 
     V̄_n = V_n / (‖V_n‖₂ + ε)          L_orth = ‖V̄ V̄ᵀ − I‖²_F          L = L_task + λ · L_orth
 

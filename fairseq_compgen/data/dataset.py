@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from fairseq_compgen import scoring
 from fairseq_compgen.errors import UsageError
 
 Example = Tuple[str, ...]  # (source, target) or (source, target, category)
@@ -82,8 +83,7 @@ class Dataset:
     def __post_init__(self):
         if not callable(self.read):
             raise UsageError("Dataset(read=...): expected a function of the parsed options returning subset -> examples")
-        if self.metric not in ("exact_match", "bleu", "comp"):
-            raise UsageError(f"Dataset(metric={self.metric!r}): expected exact_match, bleu or comp")
+        scoring.get(self.metric, "Dataset(metric=...)")
         if self.dict_from not in ("train", "all"):
             raise UsageError(f"Dataset(dict_from={self.dict_from!r}): expected 'train' or 'all'")
 
@@ -180,6 +180,5 @@ def declared_metric(data: Path) -> Optional[str]:
         metric = json.loads(path.read_text(encoding="utf-8"))["metric"]
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{path}: expected the JSON object a prep wrote ({{\"metric\": ...}})") from None
-    if metric not in ("exact_match", "bleu", "comp"):
-        raise UsageError(f"{path}: metric {metric!r}: expected exact_match, bleu or comp")
+    scoring.get(metric, str(path))
     return metric

@@ -1,7 +1,7 @@
 """Named architectures: presets over the options of `compgen_transformer`. A preset only sets defaults;
 every flag given on the command line wins.
 
-Csordás, Irie, Schmidhuber (2021), Table 4 / spec_000 §5.1. The four model columns of Tables 1 and 3:
+Csordás, Irie, Schmidhuber (2021), Table 4. The four model columns of Tables 1 and 3:
 
     compgen_transformer   "Trafo":            absolute sinusoidal positions (PED scaling), separate layers
     uni_transformer       "Uni. Trafo":       absolute positions, one shared layer per stack
@@ -10,15 +10,18 @@ Csordás, Irie, Schmidhuber (2021), Table 4 / spec_000 §5.1. The four model col
 
 and for each a sized preset per dataset, `<column>_<dataset>` for dataset in scan, cfq, pcfg, cogs, math
 (e.g. `rel_uni_transformer_scan`). The bare names use the SCAN size. Training hyperparameters of Table 4
-(batch, learning rate, schedule, steps) are fairseq-train flags, given in scripts/csordas_train_flags.sh.
+(batch, learning rate, schedule, steps) are fairseq-train flags, given by the recipes csordas/<dataset>
+(fairseq_compgen/recipes/recipes.yaml; `fairseq-compgen recipes csordas/scan` prints one).
 """
 from fairseq.models import register_model_architecture
 
+from fairseq_compgen.models.common import set_default
 from fairseq_compgen.modules.positions import registry as position_registry
 
-# Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code uses 4
-# (spec_000 discrepancy 2); we follow the table, `--encoder-attention-heads 4 --decoder-attention-heads 4`
-# gives the code's setting. CFQ's Universal models use their own size.
+# Table 4: (d_model, d_FF, heads, layers). COGS: the table prints 8 heads, the authors' code
+# (github.com/RobertCsordas/transformer_generalization) uses 4; we follow the table,
+# `--encoder-attention-heads 4 --decoder-attention-heads 4` gives the code's setting. CFQ's Universal models use
+# their own size.
 CSORDAS_SIZES = {
     "scan": (128, 256, 8, 3),
     "cfq": (128, 256, 16, 2),
@@ -34,23 +37,29 @@ COLUMNS = {  # name -> (self-attention position scorer, absolute positions, univ
     "rel_transformer": ("txl", "none", False),
     "rel_uni_transformer": ("txl", "none", True),
 }
+PAPER_NAMES = {"compgen_transformer": "Trafo", "uni_transformer": "Uni. Trafo", "rel_transformer": "Rel. Trafo",
+               "rel_uni_transformer": "Rel. Uni. Trafo"}  # the columns of Csordás et al.'s Tables 1 and 3
 
 
-def _default(args, name, value):
-    if getattr(args, name, None) is None:
-        setattr(args, name, value)
+def paper_name(arch: str) -> str:
+    """Csordás et al.'s name of a column arch or its sized preset (rel_uni_transformer_scan -> "Rel. Uni. Trafo");
+    any other arch keeps its id."""
+    for name, label in PAPER_NAMES.items():
+        if arch == name or any(arch == f"{name}_{d}" for d in CSORDAS_SIZES):
+            return label
+    return arch
 
 
 def set_size(args, d_model, d_ff, heads, layers):
     for side in ("encoder", "decoder"):
-        _default(args, f"{side}_embed_dim", d_model)
-        _default(args, f"{side}_ffn_embed_dim", d_ff)
-        _default(args, f"{side}_attention_heads", heads)
-        _default(args, f"{side}_layers", layers)
+        set_default(args, f"{side}_embed_dim", d_model)
+        set_default(args, f"{side}_ffn_embed_dim", d_ff)
+        set_default(args, f"{side}_attention_heads", heads)
+        set_default(args, f"{side}_layers", layers)
 
 
 def base_architecture(args):
-    """Defaults shared by every preset: Csordás et al.'s base Transformer (spec_000 §2.1) at SCAN size."""
+    """Defaults shared by every preset: Csordás et al.'s base Transformer (App. B and their code) at SCAN size."""
     set_size(args, *CSORDAS_SIZES["scan"])
     for name, value in dict(
         dropout=0.1, attention_dropout=0.1, activation_dropout=0.1, embedding_dropout=None,
@@ -63,14 +72,14 @@ def base_architecture(args):
         qk_norm="none",  # archs_park_kim.py
         **position_registry.defaults(),  # --absolute-positions sinusoidal, --self-attn-pos none, --rel-span 4, ...
     ).items():
-        _default(args, name, value)
+        set_default(args, name, value)
 
 
 def _column(scorer, positions, universal, size=None):
     def arch(args):
-        _default(args, "self_attn_pos", scorer)
-        _default(args, "absolute_positions", positions)
-        _default(args, "universal", universal)
+        set_default(args, "self_attn_pos", scorer)
+        set_default(args, "absolute_positions", positions)
+        set_default(args, "universal", universal)
         if size is not None:
             set_size(args, *size)
         base_architecture(args)

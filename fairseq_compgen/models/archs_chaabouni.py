@@ -41,7 +41,8 @@ seeds 0-2, greedy decoding), e.g. for SCAN-jump:
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import _default, base_architecture, set_size
+from fairseq_compgen.models.archs import base_architecture, set_size
+from fairseq_compgen.models.common import set_default
 
 COLUMNS = {  # name -> (self-attention gate, --self-attn-type, --self-attn-pos)
     "chaabouni_transformer": (False, "attention", "none"),
@@ -73,14 +74,14 @@ def _preset(column: str, setup: str):
     size, (enc_beta0, dec_beta0), defaults = SETUPS[setup]
 
     def arch(args):
-        _default(args, "self_attn_type", attn_type)
-        _default(args, "self_attn_pos", attn_pos)
+        set_default(args, "self_attn_type", attn_type)
+        set_default(args, "self_attn_pos", attn_pos)
         if gate:
-            _default(args, "encoder_sag_init", enc_beta0)
-            _default(args, "decoder_sag_init", dec_beta0)
+            set_default(args, "encoder_sag_init", enc_beta0)
+            set_default(args, "decoder_sag_init", dec_beta0)
         set_size(args, *size)
         for name, value in {**FAIRSEQ_TRANSFORMER, **defaults}.items():
-            _default(args, name, value)
+            set_default(args, name, value)
         base_architecture(args)
 
     return arch

@@ -1,5 +1,5 @@
 """Presets for Ontañón, Ainslie, Cvicek, Fisher (2022), "Making Transformers Solve Compositional Tasks":
-the 22 model rows of Tables 8-11 (spec_001 §4.3), as `ontanon_<row>` with "-" written "_":
+the 22 model rows of Tables 8-11 (App. B, C), as `ontanon_<row>` with "-" written "_":
 
     ontanon_abs                    abs        sinusoidal absolute positions
     ontanon_rel_e / _b / _eb       rel-*      relative labels (radius 16) in self-attention; cross-attention gets
@@ -10,10 +10,10 @@ the 22 model rows of Tables 8-11 (spec_001 §4.3), as `ontanon_<row>` with "-" w
     ontanon_small_{2,4,6}[s], ontanon_large_{2,4,6}[s]                      rel2-eb-c at size small (64/256/4) or
                                               large (128/512/8) with 2/4/6 layers; s: one encoder layer and one
                                               decoder layer shared across depths (`--universal`)
-    ontanon_large_2_code           the authors' code's "large-2", which has 4 layers (spec §4.1, §11.1 item 1;
+    ontanon_large_2_code           the authors' code's "large-2", which has 4 layers (its seq2seq.ipynb;
                                    Table 11's 1.88m = large-4). `ontanon_large_2` has 2 layers, as the paper says.
 
-Common to all (spec §1.3-§1.4): post-LN, biases in the Q/K/V/O projections, dropout 0.1 on embeddings and
+Common to all (App. A and the authors' code): post-LN, biases in the Q/K/V/O projections, dropout 0.1 on embeddings and
 sublayer outputs, no attention or feed-forward-inner dropout, separate encoder / decoder embeddings and a separate
 output projection with bias. The Keras initialisation that App. A says strongly affects results: token embeddings
 U[-0.05, 0.05] scaled by sqrt(d) in every model (`--embedding-scaling keras`; `abs` then adds the sinusoid), every
@@ -25,7 +25,7 @@ Not reproduced (documented deviation): fairseq sources have no [START] token (th
 plays [START]). Until 2026-11-23 the presets used Xavier/PyTorch initialisers, LayerNorm eps 1e-5 and unscaled
 embeddings in rel-* models (`--embedding-scaling teu --param-init default` rebuilds those models).
 
-Training (spec §7): Adam(0.9, 0.98, eps 1e-9), the inverse-sqrt schedule with 4000 warmup steps at peak
+Training (Section 4, App. A: the TensorFlow tutorial's defaults): Adam(0.9, 0.98, eps 1e-9), the inverse-sqrt schedule with 4000 warmup steps at peak
 d^-0.5 * 4000^-0.5, batch 64, no clipping, no label smoothing, Table 7's epochs, e.g.
 
     fairseq-train DATA_BIN --user-dir fairseq_compgen --task compgen --arch ontanon_rel2_eb_c \\
@@ -34,7 +34,8 @@ d^-0.5 * 4000^-0.5, batch 64, no clipping, no label smoothing, Table 7's epochs,
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import _default, base_architecture, set_size
+from fairseq_compgen.models.archs import base_architecture, set_size
+from fairseq_compgen.models.common import set_default
 
 SMALL = (64, 256, 4)  # d, f, h (d_h = 16)
 LARGE = (128, 512, 8)
@@ -77,7 +78,7 @@ def _preset_from(pos, copy, size, layers, shared):
         set_size(args, d, f, h, layers)
         for name, value in dict(absolute_positions=absolute, self_attn_pos=self_pos, cross_attn_pos=cross_pos,
                                 copy_decoder=copy, universal=shared, **COMMON).items():
-            _default(args, name, value)
+            set_default(args, name, value)
         base_architecture(args)
 
     return arch
@@ -105,7 +106,7 @@ def _tagging_preset(pos, layers, shared, parent):
     encoder = _preset_from(pos, False, SMALL, layers, shared)
 
     def arch(args):
-        _default(args, "tagger_parent_head", parent)
+        set_default(args, "tagger_parent_head", parent)
         encoder(args)
 
     return arch

@@ -1,5 +1,5 @@
 """Presets for Park & Kim (2024), "Improving Systematic Generalization of Linear Transformer Using Normalization
-Layers and Orthogonality Loss Function" (Mathematics 12(21) 3390; spec_002_004 Part A), encoder-decoder tasks:
+Layers and Orthogonality Loss Function" (Mathematics 12(21) 3390), encoder-decoder tasks:
 
     linear_uni_transformer_<task>        "Linear Transformer, Normalization ✗"    (vanilla LT, phi = elu + 1)
     linear_rms_uni_transformer_<task>    "Linear Transformer, Normalization RMS"
@@ -38,11 +38,12 @@ Table 4, one seed:
 (`--dry-run` prints the fairseq-train command.) Math: `fairseq-compgen train --recipe csordas/math
 linear_l1_uni_transformer_math ...` (batch 256, lr 1e-4, 50k, clip 0.1); PCFG: `--recipe csordas/pcfg`
 (batch 64, lr 1e-4, 300k, clip 1).
-Report mean ± population std over 5 seeds (spec §A4.1), sequence exact match, last checkpoint.
+Report mean ± population std over 5 seeds (Section 6, "five trials"; the std that reproduces Table 1's values), sequence exact match, last checkpoint.
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import CSORDAS_SIZES, _column, _default
+from fairseq_compgen.models.archs import CSORDAS_SIZES, _column
+from fairseq_compgen.models.common import set_default
 
 PARK_KIM_TASKS = ("scan", "math", "pcfg")
 PARK_KIM_NORMS = {"linear_uni_transformer": "none", "linear_rms_uni_transformer": "rms",
@@ -53,8 +54,8 @@ def _linear(qk_norm, size):
     universal = _column("none", "sinusoidal", True, size)  # the `uni_transformer` column (Csordás et al.)
 
     def arch(args):
-        _default(args, "self_attn_type", "linear")
-        _default(args, "qk_norm", qk_norm)
+        set_default(args, "self_attn_type", "linear")
+        set_default(args, "qk_norm", qk_norm)
         universal(args)
 
     return arch

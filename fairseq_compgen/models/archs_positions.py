@@ -14,11 +14,13 @@ others only in its position encodings (modules/positions/, `fairseq-compgen help
                                sequence (49 tokens with EOS) stays well inside [0, N); sampled in training only,
                                evaluation on 0..T-1 (the paper samples at evaluation too: positions/randomized.py)
 
-Cross-attention has no position encoding in any of them. Train them with scripts/csordas_train_flags.sh's SCAN flags.
+Cross-attention has no position encoding in any of them. Train them with the recipe csordas/scan
+(`fairseq-compgen train --recipe csordas/scan ARCH DATA SAVE`).
 """
 from fairseq.models import register_model_architecture
 
-from fairseq_compgen.models.archs import CSORDAS_SIZES, _default, base_architecture, set_size
+from fairseq_compgen.models.archs import CSORDAS_SIZES, base_architecture, set_size
+from fairseq_compgen.models.common import set_default
 
 PRESETS = {  # name -> flags it defaults
     "nope_transformer": dict(absolute_positions="none", self_attn_pos="none"),
@@ -35,7 +37,7 @@ PRESETS = {  # name -> flags it defaults
 def _preset(flags):
     def arch(args):
         for name, value in flags.items():
-            _default(args, name, value)
+            set_default(args, name, value)
         set_size(args, *CSORDAS_SIZES["scan"])
         base_architecture(args)
 

@@ -13,21 +13,21 @@ Options of this module (see `--help` for all flags):
 * relative labels rel-e/-b/-eb (`--self-attn-pos`, `--cross-attn-pos`), copy decoder (Ontañón et al. 2022 §4.1-4.2)
 * Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
 * post-LN (the authors' code) or pre-LN (`--normalize-before`)
-* tied output embedding with a learned output bias                        (Csordás et al. 2021, spec_000 §2.1)
+* tied output embedding with a learned output bias                        (Csordás et al. 2021, App. B)
 
 Tensors are batch-first inside the model: [B, T, C].
 """
 import argparse
-from typing import Dict, List, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder, register_model
 from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.models.common import EncoderOut, bool_flag
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
 from fairseq_compgen.modules.copy_decoder import CopyDistribution
@@ -40,13 +40,6 @@ from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding
 from fairseq_compgen.modules.positions import randomized
 from fairseq_compgen.modules.positions import registry as position_registry
 from fairseq_compgen.modules.self_attention_gate import build_gate
-
-EncoderOut = Dict[str, List[Tensor]]
-
-
-def _bool(x) -> bool:
-    return utils.eval_bool(x) if isinstance(x, str) else bool(x)
-
 
 def build_embedding(args, dictionary, dim: int) -> TokenEmbedding:
     """The token embedding with the absolute positions of `--absolute-positions` (registry site INPUT)."""
@@ -90,15 +83,15 @@ def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
     if args.self_attn_type == "linear":  # Park & Kim (2024); cross-attention is linear too (CompgenDecoder)
         if pos != "none":
             raise UsageError(f"--self-attn-type linear takes no self-attention position encoding (got {pos!r})")
-        return LinearAttention(dim, heads, args.qk_norm, bias=_bool(args.attention_bias))
+        return LinearAttention(dim, heads, args.qk_norm, bias=bool_flag(args.attention_bias))
     if args.self_attn_type == "conv":
         if pos != "none":
             raise UsageError(f"--self-attn-type conv replaces self-attention: it takes no --self-attn-pos "
                              f"(got {pos!r})")
-        return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, _bool(args.attention_bias))
+        return ConvSelfAttention(dim, heads, args.rel_span, causal, args.attention_dropout, bool_flag(args.attention_bias))
     if args.self_attn_type != "attention":
         raise UsageError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
-    return MultiheadAttention(dim, heads, args.attention_dropout, bias=_bool(args.attention_bias),
+    return MultiheadAttention(dim, heads, args.attention_dropout, bias=bool_flag(args.attention_bias),
                               scorer=build_attention_position(args, site, dim, heads))
 
 
@@ -112,10 +105,10 @@ class CompgenEncoder(FairseqEncoder):
         def make_layer():
             attn = _self_attention(args, dim, args.encoder_attention_heads, causal=False)
             return EncoderLayer(dim, args.encoder_ffn_embed_dim, attn, args.dropout, args.activation_dropout,
-                                _bool(args.normalize_before), gate=build_gate(args.encoder_sag_init))
+                                bool_flag(args.normalize_before), gate=build_gate(args.encoder_sag_init))
 
-        self.stack = LayerStack(make_layer, args.encoder_layers, _bool(args.universal))
-        self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
+        self.stack = LayerStack(make_layer, args.encoder_layers, bool_flag(args.universal))
+        self.final_norm = nn.LayerNorm(dim) if bool_flag(args.normalize_before) else None
         self.random_positions = random_positions(args)
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs) -> EncoderOut:
@@ -145,7 +138,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         def make_layer():
             self_attn = _self_attention(args, dim, args.decoder_attention_heads, causal=True)
             cross = MultiheadAttention(dim, args.decoder_attention_heads, args.attention_dropout,
-                                       bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim,
+                                       bias=bool_flag(args.attention_bias), kv_dim=args.encoder_embed_dim,
                                        scorer=build_attention_position(args, positions.CROSS, dim,
                                                                        args.decoder_attention_heads),
                                        key_positions_from_padding=True)
@@ -154,21 +147,21 @@ class CompgenDecoder(FairseqIncrementalDecoder):
                     raise UsageError(f"--cross-attn-pos {args.cross_attn_pos} has no effect with --self-attn-type "
                                      f"linear (cross-attention is linear and takes no position scorer)")
                 cross = LinearAttention(dim, args.decoder_attention_heads, args.qk_norm,
-                                        bias=_bool(args.attention_bias), kv_dim=args.encoder_embed_dim)
+                                        bias=bool_flag(args.attention_bias), kv_dim=args.encoder_embed_dim)
             return DecoderLayer(dim, args.decoder_ffn_embed_dim, self_attn, cross, args.dropout,
-                                args.activation_dropout, _bool(args.normalize_before),
+                                args.activation_dropout, bool_flag(args.normalize_before),
                                 gate=build_gate(args.decoder_sag_init))
 
-        self.stack = LayerStack(make_layer, args.decoder_layers, _bool(args.universal))
-        self.final_norm = nn.LayerNorm(dim) if _bool(args.normalize_before) else None
-        if _bool(args.share_decoder_input_output_embed):
+        self.stack = LayerStack(make_layer, args.decoder_layers, bool_flag(args.universal))
+        self.final_norm = nn.LayerNorm(dim) if bool_flag(args.normalize_before) else None
+        if bool_flag(args.share_decoder_input_output_embed):
             self.output_weight = None  # logits = h E^T + b with E the decoder's input embedding
         else:
             self.output_weight = nn.Parameter(torch.empty(len(dictionary), dim))
             nn.init.xavier_uniform_(self.output_weight)
         self.output_bias = nn.Parameter(torch.zeros(len(dictionary)))
         # Ontañón et al. (2022) §4.2: the output is log((1-w) p_vocab + w p_copy), see modules/copy_decoder.py
-        self.copy = CopyDistribution(dim) if _bool(getattr(args, "copy_decoder", False)) else None
+        self.copy = CopyDistribution(dim) if bool_flag(getattr(args, "copy_decoder", False)) else None
         self.random_positions = random_positions(args)
 
     def forward(self, prev_output_tokens, encoder_out: Optional[EncoderOut] = None, incremental_state=None,
@@ -261,15 +254,15 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
               help=f"self-attention gate in every {side} layer: the self-attention output is multiplied by "
                    f"sigmoid(beta), beta a learned scalar per layer initialised to BETA0 (Chaabouni et al. 2021, "
                    f"Algorithm 1); absent: no gate")
-        a("--universal", type=_bool, metavar="BOOL",
+        a("--universal", type=bool_flag, metavar="BOOL",
           help="Universal Transformer: one encoder layer and one decoder layer applied --*-layers times")
-        a("--normalize-before", type=_bool, metavar="BOOL", help="pre-LN layers (default: post-LN)")
-        a("--attention-bias", type=_bool, metavar="BOOL", help="biases in the Q/K/V/O projections (Csordás: no)")
-        a("--share-decoder-input-output-embed", type=_bool, metavar="BOOL",
+        a("--normalize-before", type=bool_flag, metavar="BOOL", help="pre-LN layers (default: post-LN)")
+        a("--attention-bias", type=bool_flag, metavar="BOOL", help="biases in the Q/K/V/O projections (Csordás: no)")
+        a("--share-decoder-input-output-embed", type=bool_flag, metavar="BOOL",
           help="tie the output projection to the decoder input embedding (plus a learned output bias)")
-        a("--share-all-embeddings", type=_bool, metavar="BOOL",
+        a("--share-all-embeddings", type=bool_flag, metavar="BOOL",
           help="one embedding for encoder input, decoder input and output (needs a joined dictionary)")
-        a("--copy-decoder", type=_bool, metavar="BOOL",
+        a("--copy-decoder", type=bool_flag, metavar="BOOL",
           help="copy decoder (Ontañón et al. 2022 §4.2): mix the vocabulary softmax with a copy distribution from "
                "single-head attention over the encoder output, through a sigmoid gate; needs a joined dictionary")
         a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
@@ -281,9 +274,9 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
 
         base_architecture(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        if _bool(getattr(args, "copy_decoder", False)) and src_dict != tgt_dict:
+        if bool_flag(getattr(args, "copy_decoder", False)) and src_dict != tgt_dict:
             raise UsageError("--copy-decoder needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
-        if _bool(args.share_all_embeddings):
+        if bool_flag(args.share_all_embeddings):
             if src_dict != tgt_dict:
                 raise UsageError("--share-all-embeddings needs a joined dictionary (fairseq-preprocess --joined-dictionary)")
             if args.encoder_embed_dim != args.decoder_embed_dim:

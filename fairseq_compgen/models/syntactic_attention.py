@@ -1,6 +1,6 @@
 """Syntactic Attention (Russin, Jo, O'Reilly & Bengio 2019, arXiv:1904.09708) as a fairseq model.
 
-Spec: shared/papers/spec_002_004.md Part B (B2.1 the paper's equations, B2.2 the authors' code). The input is
+The paper's Section 2 (Eqs. 1-6) and the authors' code (github.com/jlrussin/syntactic_attention). The input is
 encoded twice:
 
 * semantic stream, Eq. 1:  m_j = Dropout(W_m x_j)                       context-free, m_j in R^120
@@ -24,7 +24,7 @@ Fairseq adaptation (decisions where the paper is silent or fairseq differs):
   dictionary's BOS, so the model sees exactly <SOS> w_1 .. w_n <EOS> and attends over all of it, as in the code.
   Targets: fairseq's prev_output_tokens start with EOS and the target ends with EOS, so step i emits y_i and
   the last step emits EOS, as in the authors' training.
-* Padding (the four pitfalls of spec B6 for batch > 1): sources are moved from fairseq's left padding to right
+* Padding (four pitfalls of the authors' batch-1 code for batch > 1): sources are moved from fairseq's left padding to right
   padding, both biLSTMs run on packed sequences, the <EOS> role goes to each row's last real position, s_0 uses
   the packed final states, and attention masks padding. Outputs of a sentence do not depend on the batch.
 * Stopping. The paper's decoder runs for exactly the gold length. Ours must emit EOS to be usable with
@@ -42,7 +42,7 @@ Fairseq adaptation (decisions where the paper is silent or fairseq differs):
 * Initialisation: PyTorch defaults as in the authors' code; the role vectors are N(0, 1) like nn.Embedding rows.
 """
 import argparse
-from typing import Dict, List, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -59,13 +59,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from fairseq_compgen.errors import UsageError
-
-EncoderOut = Dict[str, List[Tensor]]
-
-
-def _bool(x) -> bool:
-    return utils.eval_bool(x) if isinstance(x, str) else bool(x)
-
+from fairseq_compgen.models.common import EncoderOut, bool_flag, set_default
 
 def _run_packed(lstm: nn.LSTM, x: Tensor, lengths: Tensor):
     """Bidirectional LSTM over right-padded x [B, L, C] -> (outputs [B, L, 2H] zero at pads, h_n [2, B, H])."""
@@ -95,7 +89,7 @@ class SyntacticAttentionEncoder(FairseqEncoder):
             raise UsageError(f"--syntactic-dim must be even (biLSTM_1 has --syntactic-dim/2 units per direction), got {x}")
         self.dropout = nn.Dropout(args.dropout)
         self.semantic_embed = nn.Embedding(len(dictionary), m, padding_idx=self.padding_idx)  # W_m, Eq. 1
-        self.sequential_semantics = _bool(args.sequential_semantics)
+        self.sequential_semantics = bool_flag(args.sequential_semantics)
         if self.sequential_semantics:
             if m % 2:
                 raise UsageError(f"--sequential-semantics needs an even --semantic-dim, got {m}")
@@ -158,8 +152,8 @@ class SyntacticAttentionDecoder(FairseqIncrementalDecoder):
         self.args = args
         m, hdim = args.semantic_dim, 2 * args.syntactic_dim
         self.cell = nn.LSTMCell(hdim, hdim)  # g in Eq. 6: input c_i, hidden 400
-        self.syntax_action = _bool(args.syntax_action)
-        self.nonlinear_semantics = _bool(args.nonlinear_semantics)
+        self.syntax_action = bool_flag(args.syntax_action)
+        self.nonlinear_semantics = bool_flag(args.nonlinear_semantics)
         if self.syntax_action and self.nonlinear_semantics:
             raise UsageError("--syntax-action and --nonlinear-semantics are separate variants of the paper; pick one")
         feat = m + hdim if self.syntax_action else m
@@ -234,11 +228,11 @@ class SyntacticAttentionModel(FairseqEncoderDecoderModel):
                "have 2x = 400 units")
         a("--dropout", type=float, metavar="D",
           help="dropout on the semantic and syntactic input embeddings (Russin et al. 2019 supplement: 0.5)")
-        a("--sequential-semantics", type=_bool, metavar="BOOL",
+        a("--sequential-semantics", type=bool_flag, metavar="BOOL",
           help="Table 2 'Sequential semantics': m = biLSTM(m) (semantic-dim/2 per direction)")
-        a("--syntax-action", type=_bool, metavar="BOOL",
+        a("--syntax-action", type=bool_flag, metavar="BOOL",
           help="Table 2 'Syntax-action': read out from [d_i ; c_i] instead of d_i")
-        a("--nonlinear-semantics", type=_bool, metavar="BOOL",
+        a("--nonlinear-semantics", type=bool_flag, metavar="BOOL",
           help="Table 3 'Nonlinear semantics': read out with Linear(ReLU(Linear(ReLU(d_i)))) (two layers)")
         a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
         a("--max-target-positions", type=int, metavar="N", help="longest target accepted")
@@ -253,19 +247,14 @@ class SyntacticAttentionModel(FairseqEncoderDecoderModel):
         return (self.encoder.max_positions(), self.decoder.max_positions())
 
 
-def _default(args, name, value):
-    if getattr(args, name, None) is None:
-        setattr(args, name, value)
-
-
 @register_model_architecture("syntactic_attention", "syntactic_attention")
 def base_architecture(args):
-    """The paper's model (spec_002_004 B2.2): m 120, x 200 (h and decoder 400), dropout 0.5, no variant."""
+    """The paper's model (Section 3.2 and the authors' code): m 120, x 200 (h and decoder 400), dropout 0.5, no variant."""
     for name, value in dict(
         semantic_dim=120, syntactic_dim=200, dropout=0.5, sequential_semantics=False, syntax_action=False,
         nonlinear_semantics=False, max_source_positions=1024, max_target_positions=1024,
     ).items():
-        _default(args, name, value)
+        set_default(args, name, value)
 
 
 @register_model_architecture("syntactic_attention", "syntactic_attention_scan")

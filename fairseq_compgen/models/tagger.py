@@ -1,7 +1,7 @@
 """`compgen_tagger`: an encoder-only sequence tagger for COGS (5 tags per input token).
 
 Ontañón, Ainslie, Cvicek & Fisher (2022), "Making Transformers Solve
-Compositional Tasks", ACL, Section 4.5.1 (spec_001 §6.1): the encoder of the
+Compositional Tasks", ACL, Section 4.5.1: the encoder of the
 seq2seq models (here :class:`CompgenEncoder` with all its options: position
 encodings, sizes, weight sharing) and prediction heads on its final states:
 

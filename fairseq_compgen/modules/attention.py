@@ -9,8 +9,8 @@ modules/positions/base.py), whose hooks are called here and never named:
     probs = softmax_j(logits + mask)           out = W_o concat_h(sum_j probs v_j)
 
 With no scorer this is Vaswani et al.'s attention. Projections have no bias by default, as in
-Csordás et al.'s code (spec_000 §2.1). The scale is 1/sqrt(d_head), as in their code (the paper
-text says 1/sqrt(d_model), spec_000 discrepancy 4).
+Csordás et al.'s code. The scale is 1/sqrt(d_head), as in their code (the paper
+text, App. C, says 1/sqrt(d_model)).
 
 Incremental decoding keeps keys/values under a key that includes the *depth* at which the module is
 applied, so one layer reused at every depth (Universal Transformer) keeps one cache per depth

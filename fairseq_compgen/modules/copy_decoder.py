@@ -1,4 +1,4 @@
-"""The copy decoder of Ontañón et al. (2022), §4.2 (spec_001 §3).
+"""The copy decoder of Ontañón et al. (2022), §4.2 and Figure 2.
 
 For a decoder output y_t [d], the last encoder layer's outputs H [S, d] and the source token ids x_1..x_S:
 
@@ -9,7 +9,7 @@ For a decoder output y_t [d], the last encoder layer's outputs H [S, d] and the 
     w_t = sigmoid(w_g . y_t + b_g)                    the copy gate
     p   = (1 - w_t) p1 + w_t p2
 
-Unlike the authors' code (spec §3, §11.1 item 3), source padding is masked in a_t, so pads get no copy mass.
+Unlike the authors' code, source padding is masked in a_t, so pads get no copy mass.
 Needs one vocabulary for source and target (a joined dictionary). The result is returned as log-probabilities,
 computed in log space: log p = logaddexp(log(1 - w) + log_softmax(logits), log(w) + log(p2)), with log(p2) = -inf
 exactly where no source token has that id. Because they are normalized, any later (log_)softmax of them is

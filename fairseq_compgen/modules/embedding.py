@@ -1,7 +1,7 @@
 """The token embedding, its scaling schemes (Csordás et al. 2021) and the absolute positions added to it.
 
 Csordás, Irie, Schmidhuber (2021), "The Devil is in the Detail: Simple Tricks Improve Systematic
-Generalization of Transformers", §3.3 and App. D (spec_000 §2.2):
+Generalization of Transformers", §3.3 and App. D:
 
     P[pos, 2k]   = sin(pos / 10000^(2k/d))
     P[pos, 2k+1] = cos(pos / 10000^(2k/d))
@@ -11,11 +11,11 @@ Generalization of Transformers", §3.3 and App. D (spec_000 §2.2):
     ped  (Position Embedding Downscaling):      E ~ Kaiming-normal,   H = E[w] + P / sqrt(d)
 
 PED uses `kaiming_normal_` with its default arguments, as the authors' code does (std = sqrt(2/d));
-the paper text says std 1/sqrt(d) (spec_000 discrepancy 3). Models without absolute positions
+the paper text (App. D) says std 1/sqrt(d). Models without absolute positions
 (relative attention) use Xavier-uniform embeddings and no scaling, as in the authors' code.
 
 One more scheme, `keras`, is the embedding of the TensorFlow Transformer tutorial that every model of
-Ontañón et al. (2022) builds on (spec_001 §1.3-§1.4, which the paper says strongly affects results):
+Ontañón et al. (2022) builds on (Ontañón et al., App. A, which says it strongly affects results):
 
     keras:                                      E ~ U[-0.05, 0.05],   H = sqrt(d) * E[w] (+ P for `abs`)
 

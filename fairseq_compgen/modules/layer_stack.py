@@ -1,5 +1,5 @@
 """A stack of N layers, or one layer applied N times: the Universal Transformer of Dehghani et al. (2019)
-as Csordás et al. (2021, §2.2, spec_000 §2.4) use it: shared weights, no ACT, no timestep embedding.
+as Csordás et al. (2021, §2.2 and §4.2) use it: shared weights, no ACT, no timestep embedding.
 
 Iterating yields (depth, layer); callers pass `depth` down so per-depth decoding caches stay apart.
 """

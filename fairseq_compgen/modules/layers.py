@@ -4,8 +4,8 @@
 
 Encoder: self-attention, feed-forward. Decoder: causal self-attention, cross-attention, feed-forward.
 Feed-forward: W2 Drop(ReLU(W1 x + b1)) + b2, W1 Xavier-uniform with ReLU gain, W2 Xavier-uniform
-(spec_000 §2.1). Every layer takes `depth` so a layer applied at several depths (Universal Transformer)
-keeps a separate decoding cache per depth.
+(the authors' code; with it the parameter counts of their Table 5 come out). Every layer takes `depth` so a
+layer applied at several depths (Universal Transformer) keeps a separate decoding cache per depth.
 """
 from typing import Callable, Optional
 

@@ -1,5 +1,5 @@
 """Linear attention with Q/K normalization: Park & Kim (2024), "Improving Systematic Generalization of Linear
-Transformer Using Normalization Layers and Orthogonality Loss Function" (spec_002_004 Part A, §A2), on top of the
+Transformer Using Normalization Layers and Orthogonality Loss Function", Sections 2.1 and 4.1, on top of the
 Linear Transformer of Katharopoulos et al. (2020).
 
 Per head (d = d_head), with Q̂_n = Norm(φ(Q_n)), K̂_i = Norm(φ(K_i)):
@@ -11,7 +11,7 @@ Per head (d = d_head), with Q̂_n = Norm(φ(Q_n)), K̂_i = Norm(φ(K_i)):
 
 then out = W_o concat_h O. `--self-attn-type linear --qk-norm {none,l1,l2,rms}`.
 
-Details the paper leaves open, and what we chose (spec_002_004 §A2.2-A2.4 marks each [uncertain]/[inferred]):
+Details the paper (Sections 2.1, 4.1 and 4.2) leaves open, and what we chose:
 * Feature map φ(x) = elu(x) + 1, elementwise per head: the paper uses "the Linear Transformer [6]", whose map
   this is; no 1/sqrt(d_head) scaling (a kernel, not a softmax).
 * ε = 1e-6 everywhere: in the L1/L2/RMS normalizations (the paper's formulas) and added to the attention

@@ -3,7 +3,7 @@
 Each module initialises its own parameters as Csordás et al.'s code does (`default`: Xavier-uniform projections,
 see each module's docstring). Two papers say they used another framework's defaults, and that these matter:
 
-* `keras` -- Ontañón, Ainslie, Cvicek, Fisher (2022), App. A (spec_001 §1.3-§1.4): the TensorFlow Transformer
+* `keras` -- Ontañón, Ainslie, Cvicek, Fisher (2022), App. A (and the authors' code): the TensorFlow Transformer
   tutorial, whose Keras `Dense` layers are Glorot-uniform (limit sqrt(6 / (fan_in + fan_out)), no ReLU gain) with
   zero biases and whose LayerNorms use epsilon 1e-6. "A Flax re-implementation with different defaults [...] could
   not reproduce some results until these details were made to match Keras."  Every `nn.Linear` of the model

@@ -1,7 +1,7 @@
 """The three "parent" heads of the COGS tagging model: how a token names the token it depends on.
 
 Ontañón, Ainslie, Cvicek & Fisher (2022), "Making Transformers Solve Compositional Tasks", ACL,
-Section 4.5.1 and Table 12 (spec_001 §6.1, the authors' `cogs_tagging.ipynb`). Every token i of a
+Section 4.5.1 and Table 12 (and the authors' `cogs_tagging.ipynb`). Every token i of a
 sentence of length n has a parent p_i in {0..n-1} or none (p_i = -1). A head maps the final encoder
 states x [B, S, C] to logits [B, S, K] over K classes; `to_classes` maps parents to class ids (the
 cross-entropy targets) and `to_parents` maps predicted classes back to parents:

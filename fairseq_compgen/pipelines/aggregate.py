@@ -56,15 +56,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_compgen import scoring
 from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
-from fairseq_compgen.pipelines.evaluate import METRIC_KEY
 from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
-
-# what the validations log under another name: the cogs_tagging task's exact match is `exact_match`
-LOGGED_AS = {"accuracy": ("accuracy", "exact_match")}
 
 NO_SUBSET = "(no finished run)"  # the column of a dataset whose subsets are all implicit and that has no results
 
@@ -499,7 +496,8 @@ def learning_curves(log: Path, metric: str = "accuracy", logged: Optional[set] =
     """subset -> {num_updates: value of `metric`} from the validation records of a fairseq train.log, simple or
     JSON format (a later record for the same update wins, e.g. after a resume). `logged`, if given, receives the
     names of every validated metric."""
-    names = LOGGED_AS.get(metric, (metric,))
+    scorer = scoring.by_key(metric)  # its names in the validation records (cogs_tagging logs `exact_match`)
+    names = scorer.logged_as if scorer else (metric,)
     curves: Dict[str, Dict[int, float]] = defaultdict(dict)
     for subset, step, stats in train_log.validation_records(log):
         if logged is not None:
@@ -627,7 +625,8 @@ def labels_from(sweep_file: str, planned: dict) -> dict:
 def default_metric(spec: dict) -> str:
     """The key of the eval JSONs that the sweep's datasets are scored by (`metric:` of each dataset; exact_match
     writes `accuracy`); UsageError when they differ, as one table holds one metric."""
-    keys = {METRIC_KEY[(d or {}).get("metric") or "exact_match"] for d in spec.get("datasets", {}).values()} or {"accuracy"}
+    keys = ({scoring.get((d or {}).get("metric") or "exact_match", f"dataset {name!r}: metric").key
+             for name, d in spec.get("datasets", {}).items()} or {scoring.get("exact_match").key})
     if len(keys) > 1:
         raise UsageError(f"the sweep's datasets are scored by different metrics ({', '.join(sorted(keys))}): "
                          f"choose one with --metric")
@@ -653,8 +652,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="take the labels and the papers' values (`paper:`) from this sweep file or packaged sweep, "
                         "of the same name, instead of the sweep.json written when the runs were planned")
     p.add_argument("--metric",
-                   help="the numeric key of eval/<subset>.json to tabulate and plot: accuracy, bleu, comp, ... "
-                        "(default: what the sweep's datasets evaluate with, `metric:`; accuracy for exact_match)")
+                   help="the numeric key of eval/<subset>.json to tabulate and plot: "
+                        f"{', '.join(scoring.get(n).key for n in scoring.names())}, ... (default: what the sweep's "
+                        "datasets evaluate with, `metric:`; accuracy for exact_match)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the values (100 for percent)")
     p.add_argument("--digits", type=int, default=2)
     p.add_argument("--transpose", action="store_true", help="rows: dataset/subset, columns: configurations")

@@ -1,6 +1,6 @@
 """`fairseq-compgen eval`: decode a checkpoint on each subset and score it, in this process.
 
-    fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp]
+    fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp|...]
         [--generate-flags "FLAGS"] [--out DIR]
 
 Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
@@ -20,8 +20,9 @@ Decoding:
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
 --generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu).
-Scoring: exact_match (per category where DATA/SUBSET.cat exists; every example of the subset must have exactly
-one hypothesis), bleu (scoring/bleu.py, sacrebleu), comp (scoring/comp.py, needs DATA/SUBSET.comp).
+Scoring: any scorer of fairseq_compgen/scoring/ (`fairseq-compgen score --help` lists them): exact_match (per
+category where DATA/SUBSET.cat exists; every example of the subset must have exactly one hypothesis), bleu
+(scoring/bleu.py, sacrebleu), comp (scoring/comp.py, needs DATA/SUBSET.comp), ...
 """
 from __future__ import annotations
 
@@ -36,11 +37,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from fairseq_compgen import recipes
+from fairseq_compgen import recipes, scoring
 from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
-
-METRIC_KEY = {"exact_match": "accuracy", "bleu": "bleu", "comp": "comp"}  # --metric -> its value's key in SUBSET.json
-METRICS = tuple(METRIC_KEY)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("data", help="the data folder the model was trained on (or one with the same dictionaries)")
     p.add_argument("subsets", nargs="*", help="default: every subset of DATA but train")
     p.add_argument("--cpu", action="store_true", help="decode on CPU")
-    p.add_argument("--metric", choices=METRICS, default=None,
+    p.add_argument("--metric", choices=scoring.names(), default=None,
                    help="default: the metric DATA/dataset.json declares (a one-file dataset's prep writes it), "
                         "else exact_match")
     p.add_argument("--generate-flags", default="", help="extra fairseq-generate flags, one string")
@@ -100,16 +98,14 @@ def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
 
 
 def check_subset(data: Path, subset: str, tagging: bool, metric: str) -> None:
-    """UsageError (MissingFileError) unless DATA has `subset` and, for --metric comp, its SUBSET.comp: found before
-    any subset is decoded rather than after the ones before it."""
+    """UsageError (MissingFileError) unless DATA has `subset` and what the scorer reads (for --metric comp, its
+    SUBSET.comp): found before any subset is decoded rather than after the ones before it."""
     if tagging:
         if not (data / f"{subset}.src").is_file():
             raise UsageError(f"no tagging subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
     elif not glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx"):
         raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
-    meta = data / f"{subset}.comp"
-    if metric == "comp" and not meta.is_file():
-        raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
+    scoring.get(metric, "--metric").check(data, subset)
 
 
 def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
@@ -186,19 +182,8 @@ def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size:
 
 def score(metric: str, generated: Path, data: Path, subset: str, n: int, table: Path) -> dict:
     """The scorer's result of `generated` (its table printed into the file `table`)."""
-    from fairseq_compgen.scoring import bleu, comp, exact_match
-
-    if metric == "exact_match":
-        cats = data / f"{subset}.cat"
-        argv = [str(generated), "--expected-count", str(n), *(["--categories", str(cats)] if cats.is_file() else [])]
-        scorer = exact_match
-    elif metric == "bleu":
-        argv, scorer = [str(generated)], bleu
-    else:
-        meta = data / f"{subset}.comp"
-        if not meta.is_file():
-            raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
-        argv, scorer = [str(generated), "--meta", str(meta)], comp
+    scorer = scoring.get(metric, "--metric")
+    argv = scorer.eval_argv(generated, data, subset, n)
     with open(table, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
         return scorer.main(argv)
 
@@ -244,8 +229,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         finally:
             for tmp in tmps:
                 tmp.unlink(missing_ok=True)
-        label = {"exact_match": "exact-match accuracy", "bleu": r.get("label", "BLEU"), "comp": "COMP"}[metric]
-        echo(f"{subset:8s} n={r.get('n', n):6d} {label}={r[METRIC_KEY[metric]]:.4f}")
+        scorer = scoring.get(metric)
+        echo(f"{subset:8s} n={r.get('n', n):6d} {r.get('label') or scorer.label}={r[scorer.key]:.4f}")
         results[subset] = r
     return results
 

@@ -6,8 +6,8 @@
 
 submitit (https://github.com/facebookincubator/submitit, the launcher fairseq's own hydra plugin uses) pickles
 :func:`job` with its :class:`~fairseq_compgen.pipelines.sweep.Run` and runs it on a node: the same code as the
-local runner (the run folder's lock, settings.json, `fairseq-compgen train`, `fairseq-compgen eval`, done.json),
-so a run started on Slurm resumes locally and the other way round. The runs are submitted as one job array; the sweep then waits
+local runner, pipelines/runner.py (the run folder's lock, settings.json, `fairseq-compgen train`, `fairseq-compgen eval`,
+done.json), so a run started on Slurm resumes locally and the other way round. The runs are submitted as one job array; the sweep then waits
 for them and prints each result. Ctrl-C stops the waiting, not the jobs (`scancel` them, or let them finish);
 rerunning the sweep skips what is done and resubmits the rest. submitit's own files (job scripts, each job's
 stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem the nodes share.
@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines.runner import Runner
 
 ENGINES = ("slurm", "submitit-local")
 
 
 def job(run, threads: Optional[int] = None) -> dict:
     """One run, on whatever machine submitit put this job: the local runner's run_one with a single slot."""
-    from fairseq_compgen.pipelines.sweep import Runner
-
     return Runner(jobs=1, threads=threads, echo=lambda s: print(s, flush=True)).run_one(run)
 
 

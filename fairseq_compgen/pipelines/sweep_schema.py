@@ -32,7 +32,7 @@ class DatasetSpec:
     data: str = MISSING
     label: Optional[str] = None
     recipe: Optional[str] = None  # a training recipe (fairseq_compgen/recipes/recipes.yaml)
-    metric: str = "exact_match"  # fairseq-compgen eval --metric: exact_match | bleu | comp
+    metric: str = "exact_match"  # fairseq-compgen eval --metric: a scorer of fairseq_compgen/scoring/
     subsets: Optional[List[str]] = None
     flags: Any = None  # a list of flags, or one string (checked below)
     seeds: Optional[List[int]] = None

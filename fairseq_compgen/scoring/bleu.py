@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
 from fairseq_compgen.data.io import read_text_lines
+from fairseq_compgen.scoring import Scorer, register
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
 
@@ -105,6 +106,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         write_json(args.json_out, result)
     return result
 
+
+register(Scorer(
+    name="bleu", key="bleu", label="BLEU", paper='Post (2018), "A Call for Clarity in Reporting BLEU Scores"',
+    help="sacrebleu BLEU, detokenized by default (--tokenized: tokenized BLEU)",
+    main=main, eval_argv=lambda generated, data, subset, n: [str(generated)],
+))
 
 if __name__ == "__main__":
     run_cli(main)

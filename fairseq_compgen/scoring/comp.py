@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data.io import DataError, read_text_lines
+from fairseq_compgen.errors import MissingFileError
+from fairseq_compgen.scoring import Scorer, register
 from fairseq_compgen.scoring.bleu import remove_bpe
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
@@ -85,6 +87,24 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         write_json(args.json_out, res)
     return res
 
+
+def check(data: Path, subset: str) -> None:
+    meta = data / f"{subset}.comp"
+    if not meta.is_file():
+        raise MissingFileError(f"{meta}: COMP needs the subset's metadata (fairseq-compgen prep noun_adj writes it)")
+
+
+def eval_argv(generated: Path, data: Path, subset: str, n: int) -> List[str]:
+    check(data, subset)
+    return [str(generated), "--meta", str(data / f"{subset}.comp")]
+
+
+register(Scorer(
+    name="comp", key="comp", label="COMP",
+    paper='Chaabouni et al. (2021), "Can Transformers Jump Around Right in Natural Language?", Section 5',
+    help="share of hypotheses with both the target French adjective and noun (needs --meta SUBSET.comp)",
+    main=main, eval_argv=eval_argv, check=check,
+))
 
 if __name__ == "__main__":
     run_cli(main)

@@ -33,6 +33,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from fairseq_compgen.data.io import DataError, atomic_write_text, read_text_lines
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.scoring import Scorer, register
 
 Tokens = Union[str, Sequence[str]]
 
@@ -209,6 +210,20 @@ def run_cli(main) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
 
+
+def eval_argv(generated: Path, data: Path, subset: str, n: int) -> List[str]:
+    """Every example of the subset scored once, per category where DATA/SUBSET.cat exists."""
+    cats = data / f"{subset}.cat"
+    return [str(generated), "--expected-count", str(n), *(["--categories", str(cats)] if cats.is_file() else [])]
+
+
+register(Scorer(
+    name="exact_match", key="accuracy", label="exact-match accuracy",
+    paper="Lake & Baroni (2018), ICML; Csordás, Irie & Schmidhuber (2021), EMNLP",
+    help="sequence-level exact-match accuracy, overall and per category (--categories)",
+    main=main, eval_argv=eval_argv,
+    logged_as=("accuracy", "exact_match"),  # the cogs_tagging task's validations log it as `exact_match`
+))
 
 if __name__ == "__main__":
     run_cli(main)

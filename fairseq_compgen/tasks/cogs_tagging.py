@@ -1,7 +1,7 @@
 """The `cogs_tagging` task and criterion: COGS as sequence tagging.
 
 Ontañón, Ainslie, Cvicek & Fisher (2022), "Making Transformers Solve
-Compositional Tasks", ACL, Section 4.5.1 (spec_001 §6.1).  Data: the text files
+Compositional Tasks", ACL, Section 4.5.1 and App. D.  Data: the text files
 of fairseq-compgen prep cogs_tagging (``SUBSET.{src,parent,role,category,noun_type,
 verb_name,lf}``), loaded in memory (COGS is small).  Source tokens in (no
 BOS/EOS, right-padded), 5 tags out, aligned 1:1 with the tokens; the model is
@@ -129,7 +129,7 @@ class CogsTaggingConfig(AutocastConfig):
                 "full shuffle, then batches of --batch-size), instead of fairseq's batches of equal-length sentences "
                 "(where, e.g., all one-word primitive examples share a few batches)"})
     empty_tags_as_padding: bool = field(default=False, metadata={
-        "help": "a reading of the authors' code (spec_001 §6.1: loss and metric skip targets equal to PAD, id 0), "
+        "help": "a reading of the authors' code (cogs_tagging.ipynb: loss and metric skip targets equal to PAD, id 0), "
                 "in which an empty tag shares id 0 with PAD: empty role/category/noun-type/verb-name targets are "
                 "left out of the loss and of tag_accuracy. The model is then never taught to predict an empty tag, "
                 "so exact_match (the logical form rebuilt from every predicted tag) is not meaningful; compare "

@@ -1,14 +1,14 @@
 """The `compgen` task: fairseq's translation task plus the evaluation compositional-generalization papers use.
 
 * During validation (unless `--no-eval-accuracy`) it logs, on every `--valid-subset` (e.g. `valid,gen`), the
-  exact-match sequence accuracy of greedy decoding as Csordás et al. (2021) define it (spec_000 §1: all tokens and
+  exact-match sequence accuracy of greedy decoding as Csordás et al. (2021) define it (App. A and their code: all tokens and
   the length match), as `accuracy` per subset, so `--best-checkpoint-metric accuracy
   --maximize-best-checkpoint-metric` selects by accuracy (fairseq selects on the *first* listed valid subset). No
   early stopping is implied. The verdict is computed from one teacher-forced pass, which gives the greedy
   decoder's verdict without decoding step by step (`tasks/greedy.py`); `--eval-greedy` also decodes step by step
   and logs that as `greedy_accuracy`, a cross-check that must equal `accuracy`.
 * `tf_accuracy` (on by default, `--no-eval-tf-accuracy` to skip): Ontañón et al.'s notebook metric, teacher-forced argmax cut
-  at the first EOS (spec_001 §8); equal to `accuracy` for a deterministic model, logged for comparison.
+  at the first EOS (the authors' notebook); equal to `accuracy` for a deterministic model, logged for comparison.
 * `--eval-oracle-length` also logs `oracle_accuracy` (decode to the reference length, EOS forbidden).
 * Every input gets a hypothesis: batches are built with `required_batch_size_multiple = 1`, because fairseq
   drops a final batch whose size is not a multiple (shared/notes/fairseq-host.md, trap 1) and batches are
@@ -55,7 +55,7 @@ class CompgenConfig(TranslationConfig, AutocastConfig):
     no_eval_tf_accuracy: bool = field(
         default=False,
         metadata={"help": "do not log `tf_accuracy` (by default logged: Ontañón et al.'s notebook metric, "
-                          "teacher-forced argmax cut at the first EOS, spec_001 §8, beside the greedy `accuracy`)"},
+                          "teacher-forced argmax cut at the first EOS, as the authors' notebook computes it, beside the greedy `accuracy`)"},
     )
     eval_oracle_length: bool = field(
         default=False,

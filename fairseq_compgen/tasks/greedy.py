@@ -1,6 +1,6 @@
 """Greedy autoregressive decoding and exact-match accuracy as Csordás et al. (2021) evaluate.
 
-spec_000 §1: a prediction is correct only if every token is correct *and* the predicted length (the
+Csordás et al. (2021), App. A and their code: a prediction is correct only if every token is correct *and* the predicted length (the
 position of the first EOS) equals the reference length. Decoding stops at EOS; decoding more than
 reference length + 1 steps cannot change the verdict, so that is the step budget.
 
@@ -86,7 +86,7 @@ def greedy_match_teacher_forced(model, sample, pad: int, net_output=None) -> Ten
 
 @torch.no_grad()
 def teacher_forced_exact_match(model, sample, pad: int, eos: int, net_output=None) -> Tensor:
-    """The teacher-forced sequence accuracy of Ontañón et al.'s notebook (spec_001 §8) -> bool [B].
+    """The teacher-forced sequence accuracy of Ontañón et al.'s notebook (their Section 4's sequence-level accuracy) -> bool [B].
 
     One forward pass with the gold prefix; argmax at every position; after the first predicted EOS or PAD every
     later prediction is forced to PAD; the whole row must equal the target (tokens, EOS, pads). Equivalent to

@@ -35,5 +35,5 @@ class AttentionPosition(nn.Module):
 
 
 def relative_distances(q_pos: Tensor, k_pos: Tensor) -> Tensor:
-    """Signed distance key minus query, j - i: [Tq, Tk] (the authors' code convention, spec_000 §2.3)."""
+    """Signed distance key minus query, j - i: [Tq, Tk] (the convention of Csordás et al.'s code; their App. C writes i - j, equivalent up to the learned W_{k,P})."""
     return k_pos[None, :] - q_pos[:, None]

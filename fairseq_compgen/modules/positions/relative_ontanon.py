@@ -1,9 +1,9 @@
 """Relative position labels of Ontañón, Ainslie, Cvicek, Fisher (2022), "Making Transformers Solve
-Compositional Tasks", §4.1 (spec_001 §2.2-§2.4).
+Compositional Tasks", §4.1 and Figure 2.
 
 Every query/key pair gets one of 2R+1 labels (R = `--rel-radius`, 16 in the paper), the clipped distance
 c = clip(j - i, -R, R) + R (the paper's l_{j-i}; the authors' code uses i - j, immaterial since labels are
-learned). Per attention sublayer, shared across its heads (spec §2.3):
+learned). Per attention sublayer, shared across its heads (§4.1; the authors' code for the exact terms):
 
     rel-e :  e_ij = ( q_i.k_j + q_i.r_c       ) / sqrt(d_h)       r: [2R+1, d_h]  (embedding added to the key)
     rel-b :  e_ij = ( q_i.k_j         + b_c   ) / sqrt(d_h)       b: [2R+1]       (scalar bias, before scaling)

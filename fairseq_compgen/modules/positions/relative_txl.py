@@ -1,6 +1,6 @@
 """Relative positional self-attention in Transformer-XL form, as used by Csordás et al. (2021).
 
-Csordás, Irie, Schmidhuber (2021), §3.1 and App. C; Dai et al. (2019). spec_000 §2.3. Per head h:
+Csordás, Irie, Schmidhuber (2021), §3.1 and App. C; Dai et al. (2019). Per head h:
 
     logit_ij = [ (q_i + u_h) . k_j  +  (q_i + v_h) . (W_{k,P} P_{j-i})_h ] / sqrt(d_head)
 

@@ -1,6 +1,6 @@
 """Sinusoidal absolute positions (Vaswani et al. 2017, Eq. 1), in the two layouts our presets use.
 
-Csordás, Irie, Schmidhuber (2021) §3.3 (spec_000 §2.2), interleaved:
+Csordás, Irie, Schmidhuber (2021) §3.3 (Eq. 1) and App. D, interleaved:
 
     P[pos, 2k]   = sin(pos / 10000^(2k/d))
     P[pos, 2k+1] = cos(pos / 10000^(2k/d))
