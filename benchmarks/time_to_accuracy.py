@@ -22,8 +22,6 @@ runs/time_to_accuracy): fairseq writes every save as checkpoint_E_U.pt and copie
 checkpoint_last.pt, so after a finished run the copies identical to checkpoint_last.pt (the one fairseq-train resumes
 from and `fairseq-compgen eval` reads) are removed.
 """
-import filecmp
-import glob
 import argparse
 import json
 import os
@@ -34,7 +32,10 @@ import sys
 import threading
 import time
 
+from pathlib import Path
+
 from fairseq_compgen.pipelines import train
+from fairseq_compgen.pipelines.runner import drop_copies_of_last
 from fairseq_compgen.pipelines.train_log import parse_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,16 +63,6 @@ def parse_valid_line(line: str, subsets):
 def accuracies(metrics: dict) -> dict:
     """The exact-match metrics of one validation line: {"accuracy": x} (and greedy_accuracy with --eval-greedy)."""
     return {k: v for k, v in metrics.items() if k in ("accuracy", "greedy_accuracy")}
-
-
-def drop_copies_of_last(save: str) -> None:
-    """Remove checkpoint_E_U.pt and checkpoint_best.pt where they hold the same bytes as checkpoint_last.pt."""
-    last = os.path.join(save, "checkpoint_last.pt")
-    if not os.path.isfile(last):
-        return
-    for path in glob.glob(os.path.join(save, "checkpoint_*_*.pt")) + [os.path.join(save, "checkpoint_best.pt")]:
-        if os.path.isfile(path) and filecmp.cmp(path, last, shallow=False):
-            os.remove(path)
 
 
 class Run:
@@ -122,7 +113,7 @@ class Run:
         if self.status is None:
             self.status = "finished" if self.proc.returncode == 0 else f"failed (exit {self.proc.returncode})"
         if self.status == "finished":
-            drop_copies_of_last(self.save)
+            drop_copies_of_last(Path(self.save), best=True)
 
     def result(self):
         if self.status is None and hasattr(self, "proc"):

@@ -75,6 +75,8 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         machine = json.loads((r.path / "machine.txt").read_text())
         assert done["eval_s"] > 0 and train_log.train_wall(r.path / "train.log") >= 0
         assert machine["threads"] == 1 and machine["gpu"] is None and machine["cores"] >= 1
+        # one checkpoint per save: the interval copy identical to checkpoint_last.pt is gone, _last and _best stay
+        assert sorted(p.name for p in r.path.glob("checkpoint*.pt")) == ["checkpoint_best.pt", "checkpoint_last.pt"]
     # the victim resumed from its checkpoint: its second training logged updates 4..6 only
     text = (victim.path / "train.log").read_text()
     second = text[text.rindex("sweep: "):]
