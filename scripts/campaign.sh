@@ -9,8 +9,8 @@
 # STATE (default /work/campaign) holds the checkout (tree/, a git worktree at this repository's HEAD, which must be
 # clean), the data it prepares itself (data/) and the run folders (runs/). A run already done is skipped, a run
 # with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
-# launch.txt, commit.txt, machine.txt, settings.json, train.log) are copied to results/campaign/<sweep>/<run>/ and
-# committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
+# launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's *.history: every commit
+# it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
 set -euo pipefail
 REPO=${CAMPAIGN_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 STATE=${STATE:-/work/campaign}
@@ -56,7 +56,10 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       mkdir -p "$dest.tmp/eval"
       cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
       cp "$d"/eval/*.json "$dest.tmp/eval/"
-      for f in data.json options_changed.txt; do if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi; done
+      # every invocation of a resumed run (each commit it trained at, each command and machine): the *.history files
+      for f in data.json options_changed.txt {command,launch,commit,machine,data}.history; do
+        if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi
+      done
       data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
       (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
       rm -rf "$dest"; mv "$dest.tmp" "$dest"
