@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests "$@"  # -rs: every skip and its reason
+exec .venv/bin/python -m pytest -q -rs --durations=15 -p no:cacheprovider tests "$@"  # -rs: every skip and its reason; the 15 slowest tests
