@@ -9,11 +9,14 @@ fairseq_compgen.register()
 
 
 def data_prep_script(name: str):
-    """fairseq_compgen.prep.<name> (`fairseq-compgen prep <name>`) as a fresh module: each call loads a new copy."""
-    spec = importlib.util.find_spec(f"fairseq_compgen.prep.{name}")
+    """`fairseq-compgen prep <name>` (the dataset module fairseq_compgen.data.<name>, a fresh copy at each call:
+    its functions may be replaced through ``.module``) as an object with ``main(argv)``."""
+    from fairseq_compgen.prep import OneFileDataset
+
+    spec = importlib.util.find_spec(f"fairseq_compgen.data.{name}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod
+    return OneFileDataset(name, mod)
 
 
 TINY_SIZE = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",

@@ -28,7 +28,7 @@ def test_parse_valid_line_reads_fairseqs_json_format():
 def test_time_to_accuracy_records_a_learning_curve(tmp_path):
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-    subprocess.run([sys.executable, "-m", "fairseq_compgen.prep.scan", "--split", "length_cutoff_26", "--out", tmp_path / "scan"],
+    subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "scan"],
                    cwd=REPO, env=env, check=True, capture_output=True)
     data = tmp_path / "scan" / "length_cutoff_26" / "bin"
     out = tmp_path / "curve"

@@ -52,7 +52,7 @@ def one_line_error(p, *needles):
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
     out = tmp_path_factory.mktemp("scan")
-    run([sys.executable, "-m", "fairseq_compgen.prep.scan", "--split", "length_cutoff_26", "--out", out])
+    run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "scan", "--split", "length_cutoff_26", "--out", out])
     return out / "length_cutoff_26"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_compgen.data import cfq, cogs, pcfg
-from fairseq_compgen.data import math_dataset as md
+from fairseq_compgen.data import mathematics as md
 from fairseq_compgen.data.binarize import CountMismatch
 from fairseq_compgen.data.io import DataError
 from fairseq_compgen.errors import UsageError

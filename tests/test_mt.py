@@ -103,7 +103,7 @@ def test_flores_end_to_end_bleu(tmp_path):
     arch = need(DATA / "flores" / flores.ARCHIVE)
     _trimmed_archive(arch, tmp_path / flores.ARCHIVE, 300)
     out = tmp_path / "out"
-    log = run([sys.executable, "-m", "fairseq_compgen.prep.flores", "--out", out, "--direction", "ne-en",
+    log = run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "flores", "--out", out, "--direction", "ne-en",
                "--flores-dir", tmp_path, "--vocab-size", "400", "--no-count-check"])
     assert re.search(r"train\s+300\s+300", log), log
     data = out / "ne-en" / "bin"
@@ -191,7 +191,7 @@ def test_bleu_signature_printed_and_labelled(tmp_path, capsys):
 def europarl(tmp_path_factory):
     d = need(DATA / "europarl")
     out = tmp_path_factory.mktemp("na")
-    log = run([sys.executable, "-m", "fairseq_compgen.prep.noun_adj", "--out", out, "--europarl-dir", d,
+    log = run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "noun_adj", "--out", out, "--europarl-dir", d,
                "--tagger", "pattern", "--bpe-tokens", "300"])
     return out / "en-fr", log
 

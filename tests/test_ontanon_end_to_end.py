@@ -18,7 +18,7 @@ def run(cmd):
 
 
 def test_rel2_eb_copy_decoder_trains_and_generates(tmp_path):
-    run([sys.executable, "-m", "fairseq_compgen.prep.algorithmic", "--out", tmp_path / "alg", "--tasks", "reverse",
+    run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "algorithmic", "--out", tmp_path / "alg", "--tasks", "reverse",
          "--train-size", "1000", "--test-size", "60", "--joined-dictionary"])
     data = tmp_path / "alg" / "reverse" / "bin"
     log = run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",

@@ -1,5 +1,6 @@
-"""`fairseq-compgen prep DATASET ...` (fairseq_compgen/prep/): the dataset listing, unknown names, each dataset's parser,
-and the Russin et al. held-out split (fairseq_compgen/prep/russin.py) on a tiny synthetic SCAN split."""
+"""`fairseq-compgen prep DATASET ...` (fairseq_compgen/prep/, the datasets of fairseq_compgen/data/): the dataset listing,
+unknown names, each dataset's parser, and the Russin et al. held-out split (fairseq_compgen/data/russin.py) on a tiny
+synthetic SCAN split."""
 import json
 import random
 import subprocess
@@ -11,14 +12,21 @@ import pytest
 from fairseq_compgen import prep
 from fairseq_compgen.data.io import DataError
 from fairseq_compgen.errors import MissingFileError, UsageError
-from fairseq_compgen.prep import russin
+from fairseq_compgen.data import russin
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_datasets_are_the_package_modules():
-    files = {p.stem for p in (REPO / "fairseq_compgen" / "prep").glob("*.py")} - {"__init__"}
-    assert set(prep.DATASETS) == files and len(prep.DATASETS) == len(files)
+DATASETS = ("scan", "cogs", "cogs_tagging", "cfq", "pcfg", "mathematics", "algorithmic", "noun_adj", "iwslt14",
+            "flores", "russin", "slog")
+
+
+def test_every_dataset_is_one_module_of_data():
+    """Each dataset is one file, fairseq_compgen/data/<name>.py declaring DATASET; prep/ holds only the registry."""
+    assert sorted(prep.names()) == sorted(DATASETS)
+    assert {n: p.resolve() for n, p in prep.one_file_datasets().items()} == {
+        n: (REPO / "fairseq_compgen" / "data" / f"{n}.py").resolve() for n in DATASETS}
+    assert [p.name for p in (REPO / "fairseq_compgen" / "prep").glob("*.py")] == ["__init__.py"]
 
 
 def test_listing_names_every_dataset_without_importing_fairseq_or_torch():
@@ -29,8 +37,7 @@ def test_listing_names_every_dataset_without_importing_fairseq_or_torch():
     *listing, last = p.stdout.splitlines()
     assert json.loads(last) == [0, []], "listing the datasets imported fairseq/torch"
     text = "\n".join(listing)
-    for name in ("scan", "cogs", "cogs_tagging", "cfq", "pcfg", "mathematics", "algorithmic", "noun_adj", "iwslt14",
-                 "flores", "russin"):
+    for name in DATASETS:
         line = next((l for l in listing if l.split()[:1] == [name]), None)
         assert line is not None, f"{name} missing from:\n{text}"
         assert prep.description(name).split()[:3] == line.split()[1:4]  # its docstring's summary beside it
@@ -43,7 +50,7 @@ def test_unknown_dataset_is_one_usage_error_naming_the_known_ones():
         prep.main(["scna", "--out", "x"])
     msg = str(e.value)
     assert "\n" not in msg and "'scna'" in msg
-    assert all(name in msg for name in prep.DATASETS)
+    assert all(name in msg for name in DATASETS)
     with pytest.raises(UsageError):
         prep.module("__init__")
 

@@ -213,7 +213,7 @@ def test_official_splits_from_local_dir():
 
 
 # ---------------------------------------------------------------------------
-# fairseq-compgen prep scan (fairseq_compgen/prep/scan.py)
+# fairseq-compgen prep scan (fairseq_compgen/data/scan.py)
 # ---------------------------------------------------------------------------
 
 
@@ -350,7 +350,7 @@ def test_data_prep_error_is_one_line(tmp_path):
 
     d, train = _around_right_copy(tmp_path)
     train.write_bytes(train.read_bytes().replace(b"jump", b"j\xffmp", 1))
-    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.prep.scan", "--split", "around_right", "--out",
+    p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "scan", "--split", "around_right", "--out",
                         str(tmp_path / "out"), "--scan-dir", str(d)], capture_output=True, text=True, cwd=REPO)
     err = [line for line in p.stderr.splitlines() if not line.startswith("INFO:")]  # fairseq's import chatter
     assert p.returncode == 1 and len(err) == 1, p.stderr

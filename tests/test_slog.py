@@ -257,7 +257,7 @@ def test_a_one_file_dataset_outside_the_package_is_prepared(tmp_path):
 def test_registry_refuses_a_taken_name_and_a_module_without_a_dataset(tmp_path, monkeypatch):
     (tmp_path / "cogs.py").write_text(TOY)
     monkeypatch.setenv(prep.ENV, str(tmp_path))
-    with pytest.raises(UsageError, match=r"cogs.py: dataset name 'cogs' is already taken by .*prep/cogs.py"):
+    with pytest.raises(UsageError, match=r"cogs.py: dataset name 'cogs' is already taken by .*data/cogs.py"):
         prep.names()
     (tmp_path / "cogs.py").unlink()
     (tmp_path / "bad.py").write_text('"""Bad."""\nDATASET = {"read": None}\n')

@@ -161,13 +161,13 @@ def _bin(name):
 
 def test_train_and_generate_on_tiny_scan(tmp_path):
     prep = data_prep_script("scan")  # a copy of its own: build_split is replaced below
-    full_build = prep.build_split
+    full_build = prep.module.build_split
 
     def small_build(name, scan_dir=None):  # the add-jump split, every 60th train and every 250th test line
         data = full_build(name, scan_dir=scan_dir)
         return {"train": data["train"][::60], "test": data["test"][::250]}
 
-    prep.build_split = small_build
+    prep.module.build_split = small_build
     prep.main(["--split", "addprim_jump", "--out", str(tmp_path / "scan")])
     data = tmp_path / "scan" / "addprim_jump" / "bin"
     n_test = len(full_build("addprim_jump")["test"][::250])

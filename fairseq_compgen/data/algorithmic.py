@@ -1,4 +1,18 @@
-"""The six synthetic algorithmic tasks of Ontañón et al. (2022), §3 and Table 7 (spec_001 §9.2).
+"""Generate the six algorithmic tasks of Ontañón et al. (2022) (Table 7) as fairseq data.
+
+    Santiago Ontañón, Joshua Ainslie, Vaclav Cvicek and Zachary Fisher. 2022. "Making Transformers Solve
+    Compositional Tasks". ACL 2022.
+
+    fairseq-compgen prep algorithmic --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
+        [--train-size 200000] [--test-size 1024] [--joined-dictionary] [--no-binarize]
+
+Writes ``OUT/<task>/{train,valid,test}.{src,tgt}`` (valid: a fresh in-distribution sample; test: the longer
+out-of-distribution lengths the paper reports) and fairseq binaries in ``OUT/<task>/bin/``. Tasks: add, addneg,
+reverse, dup, cart, inters. The copy-decoder models (`ontanon_*_c`, small-*, large-*) need
+``--joined-dictionary`` (the paper's unified vocabulary). Repetitions of the paper regenerate the data:
+use a different ``--seed`` per repetition.
+
+The six synthetic tasks (the paper's §3 and Table 7):
 
 Each generator yields (source, target) strings of space-separated tokens in fairseq form: the source without the
 trailing [END] and the target without [START]/[END] (fairseq appends EOS to both and the decoder starts from EOS,
@@ -7,7 +21,7 @@ which play [END] and [START]). The separator is the token "[SEP]".
 Subsets (`make_task`): `train` (200,000 examples, the training lengths, drawn independently with replacement, so
 duplicates are possible), `valid` (a fresh in-distribution sample, the notebook's second evaluation set) and `test`
 (the out-of-distribution "hard" set with the longer lengths, the one the paper reports). Test size is Table 7's
-1024 (the authors' code uses 512 for Add and AddNeg, spec §11.1 item 6; pass test_size=512 for that).
+1024 (the authors' code uses 512 for Add and AddNeg; pass test_size=512 for that).
 
 Seeding: every subset has its own `random.Random` seeded with the string "<seed>/<task>/<subset>", so a subset does
 not change when another subset's size changes, and runs are reproducible across machines.
@@ -18,6 +32,7 @@ Table 7's vocabulary counts the authors' [PAD], [END], [START] and [SEP] (even w
 import random
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.errors import UsageError
 
 SEP = "[SEP]"
@@ -147,3 +162,27 @@ def make_task(task: str, seed: int = 0, train_size: int = TRAIN_SIZE, test_size:
     """{"train", "valid", "test"} -> examples (valid: in-distribution, `valid_size` defaults to `test_size`)."""
     sizes = {"train": train_size, "valid": test_size if valid_size is None else valid_size, "test": test_size}
     return {subset: list(generate(task, subset, n, seed)) for subset, n in sizes.items()}
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep algorithmic
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
+    p.add_argument("--train-size", type=int, default=TRAIN_SIZE, help="default 200000 (Table 7)")
+    p.add_argument("--test-size", type=int, default=TEST_SIZE,
+                   help="size of valid and test (default 1024, Table 7; the authors' code uses 512 for add/addneg)")
+
+
+def read(args):
+    """One :class:`Split` per task of ``--tasks`` (its counts: the sizes asked for)."""
+    for task in args.tasks:
+        data = make_task(task, seed=args.seed, train_size=args.train_size, test_size=args.test_size)
+        yield Split(data, folder=task, title=f"{task} (Ontañón et al. 2022, seed {args.seed})",
+                    expected={subset: len(ex) for subset, ex in data.items()})
+
+
+DATASET = Dataset(read=read, add_arguments=add_arguments, count_check=False, dict_from="all", dataset_json=False)

@@ -1,4 +1,25 @@
-"""CFQ: streaming the official release, the standard preprocessing, and the splits.
+"""Prepare CFQ splits as fairseq text and binary data.
+
+CFQ: Keysers et al. (2020), "Measuring Compositional Generalization: A
+Comprehensive Method on Realistic Data", ICLR.  Splits MCD1/2/3 and the
+output-length split (query_complexity), as in Csordás, Irie & Schmidhuber (2021).
+
+    fairseq-compgen prep cfq --split mcd1 [--split mcd2 ...] --out data/cfq \
+        [--cfq-tarball cfq1.1.tar.gz | --cfq-dir DIR | --preprocessed-dir DIR] \
+        [--joined-dictionary] [--no-binarize] [--no-count-check] [--intermediate]
+
+Source: ``cfq1.1.tar.gz`` (downloaded when no local source is given), read in
+one streaming pass ('r|gz'; dataset.json parsed incrementally, progress on
+stderr) with the google-research preprocessing (below);
+or ``--cfq-dir``, the extracted ``cfq/`` folder; or ``--preprocessed-dir``, already
+preprocessed ``{train,dev,test}.question.txt`` / ``.query.txt`` files of one split.
+Writes ``OUT/<split>/{train,valid,test}.{src,tgt}`` (valid = CFQ's dev set, from
+the generalization distribution) and binaries in ``OUT/<split>/bin/``.
+Counts are checked against the published statistics (Csordás et al. 2021, Table 10).  ``--intermediate`` writes the
+targets in the CFQ-im form of Ontañón et al. (2022) (fairseq_compgen/data/cfq_im.py;
+restore hypotheses with ``python -m fairseq_compgen.data.cfq_im restore``).
+
+Streaming the official release, the standard preprocessing, and the splits:
 
     Daniel Keysers et al. 2020. "Measuring Compositional Generalization: A
     Comprehensive Method on Realistic Data". ICLR 2020.
@@ -34,6 +55,7 @@ from pathlib import Path
 from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, decode_utf8, read_data_lines, reading_archive
 from fairseq_compgen.errors import MissingFileError, UsageError
 
@@ -315,3 +337,65 @@ def load_preprocessed(folder: Path) -> Dict[str, List[Pair]]:
                     raise DataError(path, lineno, "expected a non-empty line", line)
         out[subset] = list(zip(qs, ys))
     return out
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep cfq
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "--split", action="append", required=True, choices=sorted(SPLIT_FILES) + ["all"],
+        help="split to prepare (repeatable; 'all' = mcd1, mcd2, mcd3, query_complexity)",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--cfq-tarball", type=Path, help="local cfq1.1.tar.gz")
+    src.add_argument("--cfq-dir", type=Path, help="extracted release folder (dataset.json, splits/)")
+    src.add_argument(
+        "--preprocessed-dir", type=Path,
+        help="already preprocessed {train,dev,test}.question.txt/.query.txt of ONE split (given by --split)",
+    )
+    p.add_argument("--intermediate", action="store_true",
+                   help="write targets as CFQ-im (Cartesian products compressed; fairseq_compgen/data/cfq_im.py)")
+
+
+def expand_splits(p, args) -> None:
+    """--split all -> the four splits; --preprocessed-dir holds exactly one."""
+    splits = []
+    for s in args.split:
+        for x in (sorted(SPLIT_FILES) if s == "all" else [s]):
+            if x not in splits:
+                splits.append(x)
+    args.split = splits
+    if args.preprocessed_dir is not None and len(splits) != 1:
+        p.error("--preprocessed-dir holds one split: give exactly one --split")
+
+
+def read(args):
+    """One :class:`Split` per CFQ split of ``--split`` (the release is read once for all of them)."""
+    from fairseq_compgen.data import cfq_im
+
+    if args.preprocessed_dir is not None:
+        data = {args.split[0]: load_preprocessed(args.preprocessed_dir)}
+    elif args.cfq_dir is not None:
+        data = load_from_dir(args.cfq_dir, args.split)
+    else:
+        tarball = args.cfq_tarball if args.cfq_tarball is not None else download_tarball()
+        data = load_from_tarball(tarball, args.split)
+    for split in args.split:
+        pairs = data.pop(split)
+        if args.intermediate:
+            pairs = {sub: [(q, cfq_im.to_im(y)) for q, y in ps] for sub, ps in pairs.items()}
+        yield Split(pairs, folder=split, expected=EXPECTED[split],
+                    title=f"CFQ split {split}" + (" (CFQ-im targets)" if args.intermediate else ""))
+
+
+DATASET = Dataset(
+    read=read,
+    add_arguments=add_arguments,
+    parsed=expand_splits,
+    urls=[CFQ_URL],
+    dict_from="train",
+    dataset_json=False,
+)

@@ -1,4 +1,30 @@
-"""COGS: reading the official TSV files.
+"""Prepare COGS as fairseq text and binary data.
+
+COGS: Kim & Linzen (2020), "COGS: A Compositional Generalization Challenge
+Based on Semantic Interpretation", EMNLP.  As in Csordás, Irie & Schmidhuber
+(2021), train on train.tsv, IID validation on dev.tsv, generalization on gen.tsv
+(add --joined-dictionary for their shared vocabulary).
+
+    fairseq-compgen prep cogs --out data/cogs [--cogs-dir DIR] [--train train_100] \
+        [--joined-dictionary] [--no-binarize] [--no-count-check]
+
+Writes ``OUT/<name>/{train,valid,test,gen}.{src,tgt}`` (``<name>`` is
+``default`` for train.tsv, ``train_100`` for train_100.tsv) and ``gen.cat``
+(the generalization category of every gen line), then fairseq binaries in
+``OUT/<name>/bin/`` with ``bin/gen.cat`` beside them, so that
+
+    python -m fairseq_compgen.scoring.exact_match GEN_LOG --categories OUT/default/bin/gen.cat
+
+reports the accuracy of each of the 21 categories.  The dictionaries are
+counted over every subset by default (``--dict-from all``): gen's logical forms
+use 40 variable indices (``x _ 19`` ... ``x _ 58``) never seen in train, and
+Table 10's vocabulary of 871 words is exactly train's 831 plus those 40;
+``--dict-from train`` gives fairseq's train-only dictionaries (gen references
+with ``<unk>`` can then never match).  Counts are checked against the published
+statistics (Csordás et al. 2021, Table 10: 24,155 / 3,000 / 21,000; test 3,000).
+Without --cogs-dir the files are downloaded from https://github.com/najoungkim/COGS.
+
+Reading the official TSV files:
 
     Najoung Kim and Tal Linzen. 2020. "COGS: A Compositional Generalization
     Challenge Based on Semantic Interpretation". EMNLP 2020.
@@ -19,6 +45,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.errors import MissingFileError, UsageError
 
@@ -101,3 +128,35 @@ def check_categories(categories, strict: bool = True) -> None:
         if strict:
             raise CountMismatch(msg + " (not the official release? --no-count-check accepts it)")
         print(f"warning: {msg}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep cogs
+# ---------------------------------------------------------------------------
+
+
+def split_name(train: str) -> str:
+    return "default" if train == "train" else train
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "--cogs-dir", type=Path, default=None,
+        help="local copy of COGS data/ (train.tsv, dev.tsv, test.tsv, gen.tsv[, train_100.tsv]); default: download",
+    )
+    p.add_argument("--train", choices=TRAIN_FILES, default="train", help="training file (default train)")
+
+
+def read(args) -> Split:
+    return Split(load(train=args.train, cogs_dir=args.cogs_dir), folder=split_name(args.train),
+                 title=f"COGS ({args.train}.tsv)", expected=expected_counts(args.train))
+
+
+DATASET = Dataset(
+    read=read,
+    add_arguments=add_arguments,
+    categories={"gen": N_GEN_CATEGORIES},
+    urls=[COGS_RAW_URL + "{train,train_100,dev,test,gen}.tsv"],
+    dict_from="all",
+    dataset_json=False,
+)

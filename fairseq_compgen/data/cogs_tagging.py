@@ -1,8 +1,28 @@
-"""COGS as sequence tagging: logical form -> 5 tags per input token, and back.
+"""Prepare COGS as sequence tagging (Ontañón et al. 2022, "Making Transformers
+Solve Compositional Tasks", ACL, Section 4.5.1).
+
+COGS: Kim & Linzen (2020), EMNLP.  Every sentence token gets 5 tags
+(below), written as aligned text files:
+
+    fairseq-compgen prep cogs_tagging --out data/cogs-tagging [--cogs-dir DIR] [--train train_100]
+
+Writes ``OUT/{train,valid,test,gen}.{src,parent,role,category,noun_type,verb_name,lf}``
+(``.src`` = the sentence, whitespace tokens with the final "."; one tag per
+token on each tag line, ``_`` for an empty tag; ``.lf`` = the reference
+logical form), ``gen.cat`` (the category of every gen line) and the fairseq
+dictionaries ``dict.src.txt`` and ``dict.<tag>.txt`` over every subset (so gen
+words are known, as fairseq-compgen prep cogs --dict-from all; the cogs_tagging task
+loads them, so a checkpoint decodes with the vocabularies it was trained with).  Every example
+is checked to round-trip (tags -> the reference logical form) before anything
+is written; a failure is an error naming file and line.  The counts and the 21 gen categories are checked
+against the published statistics (``--no-count-check`` only warns); the files are written in a staging
+folder and renamed into ``OUT`` together at the end (an error leaves the previous files as they were).
+
+COGS as sequence tagging: logical form -> 5 tags per input token, and back.
 
     Santiago Ontañón, Joshua Ainslie, Vaclav Cvicek, Zachary Fisher. 2022.
     "Making Transformers Solve Compositional Tasks". ACL 2022 (arXiv:2108.04378),
-    Section 4.5.1, Figure 3 and Table 5; spec_001 §6.1.  COGS: Kim & Linzen
+    Section 4.5.1, Figure 3 and Table 5.  COGS: Kim & Linzen
     (2020), "COGS: A Compositional Generalization Challenge Based on Semantic
     Interpretation", EMNLP.
 
@@ -21,7 +41,7 @@ CNOUN, INDEF; helped(3): parent -1, VERB, verb_name help; dog(6): parent 3,
 agent, CNOUN, INDEF; every other tag empty.  :func:`from_tags` rebuilds
 ``rose ( x _ 1 ) AND help . theme ( x _ 3 , x _ 1 ) AND help . agent ( x _ 3 , x _ 6 ) AND dog ( x _ 6 )``.
 
-Rules (spec §6.1, written from the description, not from the released code):
+Rules (written from the paper's description, not from the released code):
 definite noun clauses first, ``* n ( x _ i )`` joined by `` ; ``; then every
 other clause joined by `` AND ``, sorted by (first argument index, second
 argument index or -1): indefinite nouns, ``n . nmod . p ( x _ a , x _ b )``
@@ -46,6 +66,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from fairseq_compgen.data import cogs
+from fairseq_compgen.data.dataset import Dataset
 
 FIELDS = ("parent", "role", "category", "noun_type", "verb_name")
 NOT_PNOUN = {"A", "An", "The", "TV"}
@@ -320,6 +343,82 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"  {reason}")
         bad += rep["n"] - rep["ok"]
     return 1 if bad else 0
+
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep cogs_tagging
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--cogs-dir", type=Path, help="local copy of the COGS data/ folder (else downloaded)")
+    p.add_argument("--train", default="train", choices=cogs.TRAIN_FILES)
+    p.add_argument("--no-count-check", action="store_true",
+                   help="only warn when the counts or gen categories differ from the published statistics")
+
+
+def prepare_tags(args: argparse.Namespace) -> Dict[str, int]:
+    """Write the tag files, gen.cat and the dictionaries of `fairseq-compgen prep cogs_tagging` (staged)."""
+    from fairseq_compgen.data.binarize import count_checker, nonempty_checker
+    from fairseq_compgen.data.io import DataError, staged_files
+
+    data = cogs.load(args.train, args.cogs_dir)
+    counts = {subset: len(examples) for subset, examples in data.items()}
+    nonempty_checker("COGS tagging")(counts)
+    count_checker(cogs.expected_counts(args.train), "COGS tagging", strict=not args.no_count_check)(counts)
+    cogs.check_categories([c for _, _, c in data["gen"]], strict=not args.no_count_check)
+    stems = {"train": args.train, **cogs.SUBSET_FILES}
+    files: Dict[str, str] = {}
+    for subset, examples in data.items():
+        cols = {k: [] for k in ("src", "lf", *FIELDS)}
+        source = str((args.cogs_dir or Path("<download>")) / f"{stems[subset]}.tsv")
+        for lineno, (src, lf, cat) in enumerate(examples, start=1):
+            try:
+                tags = to_tags(src, lf, primitive=(cat == "primitive"), where=f"{source}:{lineno}")
+                if from_tags(src, tags) != lf:
+                    raise TaggingError("tags do not reconstruct the logical form")
+            except TaggingError as e:
+                raise DataError(source, lineno, f"a taggable COGS example ({e})", src) from None
+            cols["src"].append(src)
+            cols["lf"].append(lf)
+            for k, v in tags_to_lines(tags).items():
+                cols[k].append(v)
+        for k, lines in cols.items():
+            files[f"{subset}.{k}"] = "\n".join(lines) + "\n"
+        if subset == "gen":
+            files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
+    files.update(dictionaries(files, list(data)))
+    with staged_files(args.out) as stage:  # every file replaced together, or none
+        for name, text in files.items():
+            (stage / name).write_text(text, encoding="utf-8")
+    print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    return counts
+
+
+def dictionaries(files: Dict[str, str], subsets) -> Dict[str, str]:
+    """``dict.src.txt`` and ``dict.<tag>.txt`` (fairseq's "symbol count" format) over the given subsets."""
+    import io
+
+    from fairseq.data import Dictionary
+
+    out = {}
+    for name in ("src", *FIELDS[1:]):  # parent is a position, not a symbol
+        d = Dictionary()
+        for sub in subsets:
+            for line in files[f"{sub}.{name}"].split("\n"):
+                for w in line.split():
+                    d.add_symbol(w)
+        d.finalize()
+        buf = io.StringIO()
+        d.save(buf)
+        out[f"dict.{name}.txt"] = buf.getvalue()
+    return out
+
+
+DATASET = Dataset(run=prepare_tags, add_arguments=add_arguments, shared_options=False, dataset_json=False,
+                  urls=[cogs.COGS_RAW_URL + "{train,train_100,dev,test,gen}.tsv"])
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from fairseq_compgen import scoring
 from fairseq_compgen.errors import UsageError
@@ -51,13 +51,39 @@ class Examples(list):
         self.source = source
 
 
+@dataclass
+class Split:
+    """One output folder of a run, as ``read`` returns it when a bare subset -> examples mapping is not enough:
+    a run that writes several folders (SCAN's ``--split all-generated``, one folder per CFQ split, per
+    Mathematics module, per algorithmic task) returns an iterable of them, each naming its ``folder``.
+
+    subsets: subset -> examples, as ``read`` returns them for one folder (iterables are consumed once).
+    folder: the subfolder of ``--out`` (default: ``Dataset.folder``, else ``--out`` itself).
+    title: the heading of the printed summary (default: the dataset's name and the folder).
+    expected: this folder's declared counts (default: ``Dataset.expected``).
+    files: name -> one line per example of a subset, written beside the text and copied into ``bin/``
+        (e.g. the COMP metadata ``test.comp`` of the noun-adjective data).
+    side_files: name -> text or bytes written into the folder only (BPE codes, a sentencepiece model).
+    check: a further check of the counts (subset -> examples) before anything is binarized.
+    """
+
+    subsets: Mapping[str, Iterable[Example]]
+    folder: Optional[str] = None
+    title: str = ""
+    expected: Optional[Counts] = None
+    files: Mapping[str, Iterable[str]] = field(default_factory=dict)
+    side_files: Mapping[str, Union[str, bytes]] = field(default_factory=dict)
+    check: Optional[Callable[[Dict[str, int]], None]] = None
+
+
 @dataclass(frozen=True)
 class Dataset:
     """What one dataset module declares (every callable takes the parsed options).
 
     read: subset (train, valid, test, gen, ...) -> its examples, (source, target) or (source, target, category),
         space-separated tokens; train is required (fairseq builds the dictionaries from it). Return them as
-        :class:`Examples` (a list with ``source``, the file) to have a count mismatch name the file.
+        :class:`Examples` (a list with ``source``, the file) to have a count mismatch name the file; return a
+        :class:`Split` for files beside the text, or an iterable of Splits for several output folders.
     add_arguments: adds the dataset's own options to its parser (e.g. a local copy's folder); ``--out`` and
         the common options are added by the machinery.
     expected: the declared (published) counts, subset -> examples, or a function of the options giving them;
@@ -68,9 +94,15 @@ class Dataset:
     urls: where the files come from for real users (shown in --help); downloading is the module's ``read``
         (with :func:`fairseq_compgen.data.download.fetch`).
     dict_from, joined: the defaults of --dict-from and of the dictionary layout.
+    count_check: whether the dataset has --no-count-check (False: its counts are only printed).
+    dataset_json: write ``dataset.json`` (False for the datasets whose outputs predate it, which stay as they were).
+    parsed: checks or completes the parsed options, ``parsed(parser, args)`` (``parser.error`` on a bad value).
+    run: the whole prep instead of ``read``, for a dataset whose outputs are not text pairs and fairseq binaries
+        (COGS as tags, a held-out split inside a SCAN folder); with ``shared_options=False`` its parser has only
+        the options ``add_arguments`` adds (no ``--out``, no common options).
     """
 
-    read: Callable[[argparse.Namespace], Mapping[str, Sequence[Example]]]
+    read: Optional[Callable[[argparse.Namespace], object]] = None
     add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None
     expected: Union[Counts, Callable[[argparse.Namespace], Counts]] = field(default_factory=dict)
     categories: Mapping[str, int] = field(default_factory=dict)
@@ -79,9 +111,14 @@ class Dataset:
     urls: Sequence[str] = ()
     dict_from: str = "all"
     joined: bool = False
+    count_check: bool = True
+    dataset_json: bool = True
+    parsed: Optional[Callable[[argparse.ArgumentParser, argparse.Namespace], None]] = None
+    run: Optional[Callable[[argparse.Namespace], object]] = None
+    shared_options: bool = True
 
     def __post_init__(self):
-        if not callable(self.read):
+        if not callable(self.read) and not callable(self.run):
             raise UsageError("Dataset(read=...): expected a function of the parsed options returning subset -> examples")
         scoring.get(self.metric, "Dataset(metric=...)")
         if self.dict_from not in ("train", "all"):
@@ -96,17 +133,28 @@ def parser(name: str, doc: str, dataset: Dataset) -> argparse.ArgumentParser:
     p = argument_parser(name, doc)
     if dataset.urls:
         p.epilog = "downloaded (without a local copy) from:\n  " + "\n  ".join(dataset.urls)
-    p.add_argument("--out", required=True, type=Path, help="output folder")
+    if dataset.shared_options:
+        p.add_argument("--out", required=True, type=Path, help="output folder")
     if dataset.add_arguments is not None:
         dataset.add_arguments(p)
-    add_common_args(p, dict_from=dataset.dict_from, joined=dataset.joined)
+    if dataset.shared_options:
+        add_common_args(p, count_check=dataset.count_check, dict_from=dataset.dict_from, joined=dataset.joined)
     return p
+
+
+def parse_args(name: str, doc: str, dataset: Dataset, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The options of `fairseq-compgen prep NAME ARGV`, checked and completed by ``dataset.parsed``."""
+    p = parser(name, doc, dataset)
+    args = p.parse_args(argv)
+    if dataset.parsed is not None:
+        dataset.parsed(p, args)
+    return args
 
 
 def _split(subset: str, examples: Sequence[Example], name: str) -> Tuple[List[Tuple[str, str]], Optional[List[str]]]:
     pairs, cats = [], []
     for i, ex in enumerate(examples, start=1):
-        if not isinstance(ex, tuple) or len(ex) not in (2, 3):
+        if not isinstance(ex, (tuple, list)) or len(ex) not in (2, 3):
             raise UsageError(f"{name} {subset} example {i}: expected (source, target) or (source, target, category), "
                              f"got {ex!r:.80}")
         pairs.append((ex[0], ex[1]))
@@ -135,11 +183,28 @@ def category_checker(name: str, declared: Mapping[str, int], cats: Mapping[str, 
     return check
 
 
-def prepare(name: str, dataset: Dataset, args: argparse.Namespace) -> Dict[str, dict]:
-    """Read, check and write one dataset (its parsed options ``args``); returns prepare_split's summary."""
+def prepare(name: str, dataset: Dataset, args: argparse.Namespace):
+    """Read, check and write one dataset (its parsed options ``args``): prepare_split's summary, or folder ->
+    summary when ``read`` returned several :class:`Split` (``run``'s result for a dataset that declares ``run``)."""
+    if dataset.run is not None:
+        return dataset.run(args)
+    data = dataset.read(args)
+    if isinstance(data, (Split, Mapping)):
+        return prepare_folder(name, dataset, args, data if isinstance(data, Split) else Split(data))
+    out = {}
+    for split in data:
+        if not isinstance(split, Split) or split.folder is None:
+            raise UsageError(f"{name}: read() returned {type(split).__name__}: expected subset -> examples, a Split, "
+                             f"or Splits naming their folder")
+        out[split.folder] = prepare_folder(name, dataset, args, split)
+    return out
+
+
+def prepare_folder(name: str, dataset: Dataset, args: argparse.Namespace, split: Split) -> Dict[str, dict]:
+    """Check and write one output folder; returns prepare_split's summary."""
     from fairseq_compgen.data.binarize import common_options, prepare_split
 
-    data = dataset.read(args)
+    data = split.subsets
     if "train" not in data:
         raise UsageError(f"{name}: read() returned no train subset (fairseq builds the dictionaries from it)")
     pairs: Dict[str, List[Tuple[str, str]]] = {}
@@ -153,17 +218,24 @@ def prepare(name: str, dataset: Dataset, args: argparse.Namespace) -> Dict[str, 
     unknown = sorted(set(dataset.categories) - set(data))
     if unknown:
         raise UsageError(f"{name}: categories declared for {', '.join(unknown)}, which read() did not return")
-    expected = dataset.expected(args) if callable(dataset.expected) else dict(dataset.expected)
+    if split.expected is not None:
+        expected = dict(split.expected)
+    else:
+        expected = dataset.expected(args) if callable(dataset.expected) else dict(dataset.expected)
     extra = {f"{s}.cat": c for s, c in cats.items()}
-    extra["dataset.json"] = [json.dumps({"dataset": name, "metric": dataset.metric,
-                                         "categories": {s: f"{s}.cat" for s in cats}}, sort_keys=True)]
-    folder = dataset.folder(args) if dataset.folder else ""
+    extra.update(split.files)
+    if dataset.dataset_json:
+        extra["dataset.json"] = [json.dumps({"dataset": name, "metric": dataset.metric,
+                                             "categories": {s: f"{s}.cat" for s in cats}}, sort_keys=True)]
+    folder = split.folder if split.folder is not None else dataset.folder(args) if dataset.folder else ""
     sources = {s: ex.source for s, ex in data.items() if getattr(ex, "source", None)}
-    strict = not args.no_count_check
+    strict = not getattr(args, "no_count_check", False)
+    checks = [category_checker(name, dataset.categories, cats, strict)] if cats else []
+    checks += [split.check] if split.check is not None else []
     summary = prepare_split(
-        f"{name} {folder}".strip(), Path(args.out) / folder, pairs, expected=expected, extra_files=extra,
-        sources=sources,
-        extra_check=category_checker(name, dataset.categories, cats, strict) if cats else None,
+        split.title or f"{name} {folder}".strip(), Path(args.out) / folder, pairs, expected=expected,
+        extra_files=extra, sources=sources, side_files=split.side_files or None,
+        extra_check=(lambda counts: [check(counts) for check in checks]) if checks else None,
         **common_options(args),
     )
     for subset, c in cats.items():

@@ -1,4 +1,22 @@
-"""FLoRes v1 Nepali-English and Sinhala-English as Guzmán et al. (2019) prepare them.
+"""Prepare FLoRes v1 Ne<->En / Si<->En as fairseq text and binary data (sentencepiece BPE, joined dictionary).
+
+Guzmán et al. (2019); the paper's Tables 5 and 7.
+
+    fairseq-compgen prep flores --out data/flores --direction ne-en [--flores-dir DIR] [--train-dir DIR] \
+        [--vocab-size 5000] [--separate-dictionaries] [--no-binarize] [--no-count-check]
+
+Writes ``OUT/<direction>/{train,valid,test[,dev]}.{src,tgt}`` (sentencepiece pieces), the model
+``OUT/<direction>/sentencepiece.bpe.model`` and binaries in ``OUT/<direction>/bin/`` (joined
+dictionary).  valid = devtest, test = test.  ``--train-dir`` holds ``train.<xx>`` / ``train.en`` (the
+supervised data of floresv1's download-data.sh); without it dev is the training set.  Without
+--flores-dir the test-set archive is downloaded.  Score with
+
+    fairseq-generate OUT/ne-en/bin --user-dir fairseq_compgen --task compgen --gen-subset test \
+        --path CKPT --beam 5 --lenpen 1.2 > gen.txt
+    python -m fairseq_compgen.scoring.bleu gen.txt               # X->En: detokenized BLEU
+    python -m fairseq_compgen.scoring.bleu gen.txt --tokenized   # En->X: tokenized BLEU (labelled)
+
+FLoRes v1 Nepali-English and Sinhala-English as Guzmán et al. (2019) prepare them:
 
     Guzmán et al. (2019), "The FLoRes Evaluation Datasets for Low-Resource Machine Translation:
     Nepali-English and Sinhala-English", EMNLP.  https://github.com/facebookresearch/flores (floresv1)
@@ -22,6 +40,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import (DataError, count_mismatch, decode_utf8, read_data_lines, reading_archive,
                                      split_data_lines)
 from fairseq_compgen.errors import MissingFileError, UsageError
@@ -140,3 +159,27 @@ def expected_counts(direction: str, train_on_dev: bool) -> Dict[str, int]:
     out = {"valid": exp["devtest"], "test": exp["test"]}
     out["train" if train_on_dev else "dev"] = exp["dev"]
     return out
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep flores
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--direction", required=True, choices=DIRECTIONS)
+    p.add_argument("--flores-dir", type=Path, help=f"folder holding {ARCHIVE} (default: download)")
+    p.add_argument("--train-dir", type=Path, help="folder with train.<xx>/train.en (default: train on dev)")
+    p.add_argument("--vocab-size", type=int, default=VOCAB_SIZE, help="sentencepiece vocabulary (5000)")
+
+
+def read(args) -> Split:
+    raw = load(args.direction, flores_dir=args.flores_dir, train_dir=args.train_dir)
+    model = train_sentencepiece(raw["train"], vocab_size=args.vocab_size)
+    return Split({k: encode(model, v) for k, v in raw.items()}, folder=args.direction,
+                 title=f"FLoRes v1 {args.direction}", side_files={MODEL_FILE: model},
+                 expected=expected_counts(args.direction, train_on_dev=args.train_dir is None))
+
+
+DATASET = Dataset(read=read, add_arguments=add_arguments, metric="bleu", urls=[URL], dict_from="train",
+                  joined=True, dataset_json=False)

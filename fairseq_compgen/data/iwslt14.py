@@ -1,4 +1,16 @@
-"""IWSLT'14 German-English as fairseq's ``examples/translation/prepare-iwslt14.sh`` prepares it.
+"""Prepare IWSLT'14 De-En as fairseq's prepare-iwslt14.sh does (tokenize, lowercase, clean, BPE), binarized
+with a joined dictionary (the paper's A.2 setup, Table 4).
+
+    fairseq-compgen prep iwslt14 --out data/iwslt14 [--iwslt-dir DIR] [--bpe-tokens 10000] \
+        [--separate-dictionaries] [--no-binarize] [--no-count-check]
+
+``--iwslt-dir``: the extracted ``de-en/`` folder of de-en.tgz (train.tags.de-en.{de,en} and the
+IWSLT14.TED*.xml files); default: download it.  Writes ``OUT/de-en/{train,valid,test}.{src,tgt}``,
+``OUT/de-en/code`` (BPE codes) and ``OUT/de-en/bin/``.  Counts are checked against fairseq's
+160,239 / 7,283 / 6,750.  BLEU: ``python -m fairseq_compgen.scoring.bleu gen.txt`` (detokenized;
+``--tokenized`` for the tokenized number fairseq's example prints).
+
+IWSLT'14 German-English as fairseq's ``examples/translation/prepare-iwslt14.sh`` prepares it:
 
     Cettolo et al. (2014), "Report on the 11th IWSLT evaluation campaign".  The recipe (fairseq):
     Moses tokenizer (escaping on, as tokenizer.perl), lowercasing, ``clean-corpus-n.perl -ratio 1.5 ... 1 175``
@@ -24,6 +36,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, read_data_lines, reading_archive, staged_dir
 from fairseq_compgen.errors import MissingFileError
 
@@ -200,3 +213,23 @@ def prepare_text(folder, bpe_tokens: int = BPE_TOKENS):
                     moses_tokenize([t for _, t in test_raw], TGT_LANG, lowercase=True)))
     data, codes = learn_apply_bpe({"train": train, "valid": valid, "test": test}, bpe_tokens)
     return data, codes, dropped
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep iwslt14
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--iwslt-dir", type=Path, help="extracted de-en/ folder of de-en.tgz (default: download)")
+    p.add_argument("--bpe-tokens", type=int, default=BPE_TOKENS, help="BPE merges (10000)")
+
+
+def read(args) -> Split:
+    data, codes, dropped = prepare_text(locate(args.iwslt_dir), args.bpe_tokens)
+    print(f"IWSLT'14 training pairs dropped by clean-corpus (ratio 1.5, 1-175 tokens): {dropped}")
+    return Split(data, folder=PAIR, title="IWSLT'14 De-En", side_files={"code": codes})
+
+
+DATASET = Dataset(read=read, add_arguments=add_arguments, expected=EXPECTED, metric="bleu", urls=[URL],
+                  dict_from="train", joined=True, dataset_json=False)

@@ -1,4 +1,21 @@
-"""The noun-adjective ordering En->Fr data set of the paper's Section 4.2 (Table 2), from Europarl v7 fr-en.
+"""Prepare the noun-adjective ordering En->Fr data set (the paper's Section 4.2, Table 2) from Europarl v7.
+
+    Philipp Koehn. 2005. "Europarl: A Parallel Corpus for Statistical Machine Translation". MT Summit X.
+
+    fairseq-compgen prep noun_adj --out data/noun_adj [--europarl-dir DIR] [--tagger auto|spacy|pattern] \
+        [--bpe-tokens 40000] [--separate-dictionaries] [--no-binarize]
+
+``--europarl-dir`` holds ``europarl-v7.fr-en.{en,fr}``; default: download fr-en.tgz (194 MB).
+Writes ``OUT/en-fr/{train,valid,test}.{src,tgt}``, ``test.comp`` (COMP metadata, also in ``bin/``),
+``code`` (BPE) and ``bin/`` (joined dictionary, as the WMT'14 En-Fr recipe shares embeddings), and prints
+how many pairs were read, kept per subset and dropped per reason.  The paper's test set has 659
+sentences (full corpus, CoreNLP parser); a different count is only reported.  Scoring:
+
+    python -m fairseq_compgen.scoring.comp gen.txt --meta OUT/en-fr/bin/test.comp
+    python -m fairseq_compgen.scoring.bleu gen.txt --lang fr
+    fairseq-train ... --task compgen --valid-subset valid,test --eval-comp OUT/en-fr/bin/test.comp
+
+The noun-adjective ordering En->Fr data set of the paper's Section 4.2 (Table 2), from Europarl v7 fr-en:
 
 8 nouns, each seen in training only with one adjective (Table 2): French puts the "backward" adjectives
 after the noun and the "forward" ones before it.  Train/valid: every sentence pair whose English has no
@@ -34,8 +51,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import count_mismatch, read_data_lines
-from fairseq_compgen.data.iwslt14 import clean_corpus, moses_tokenize
+from fairseq_compgen.data.iwslt14 import clean_corpus, extract_archive, learn_apply_bpe, moses_tokenize
 from fairseq_compgen.errors import UsageError
 
 # Table 2: noun -> its only training adjective
@@ -196,3 +215,50 @@ def format_report(report: dict) -> str:
 def default_paths(europarl_dir: Optional[Path]) -> Tuple[Path, Path]:
     d = Path(europarl_dir)
     return d / "europarl-v7.fr-en.en", d / "europarl-v7.fr-en.fr"
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep noun_adj
+# ---------------------------------------------------------------------------
+
+URL = "https://www.statmt.org/europarl/v7/fr-en.tgz"
+
+
+def europarl_dir(arg: Optional[Path]) -> Path:
+    if arg is not None:
+        return arg
+    tgz = download.fetch(URL, "europarl", "fr-en.tgz", progress=True,
+                         hint="if there is no network, pass --europarl-dir holding europarl-v7.fr-en.{en,fr}")
+    out = tgz.parent / "extracted"
+    if not (out / "europarl-v7.fr-en.en").is_file():
+        extract_archive(tgz, out)
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--europarl-dir", type=Path, help="folder with europarl-v7.fr-en.{en,fr} (default: download)")
+    p.add_argument("--tagger", choices=TAGGERS, default="auto",
+                   help="adjective-noun finder: spaCy parse if installed (auto), or the Table-2 pattern")
+    p.add_argument("--spacy-model", default="en_core_web_sm")
+    p.add_argument("--bpe-tokens", type=int, default=BPE_TOKENS, help="BPE merges (40000)")
+
+
+def read(args) -> Split:
+    en, fr = default_paths(europarl_dir(args.europarl_dir))
+    data, meta, report = build(en, fr, tagger=args.tagger, spacy_model=args.spacy_model)
+    print(format_report(report))
+    if report["kept"]["test"] != EXPECTED_TEST_PAPER:
+        print(f"note: {report['kept']['test']} test sentences; the paper has {EXPECTED_TEST_PAPER} "
+              "(full corpus, CoreNLP parser)")
+    data, codes = learn_apply_bpe(data, args.bpe_tokens)
+
+    def check_meta(counts):
+        if counts.get("test", 0) != len(meta):
+            raise RuntimeError(f"test.comp has {len(meta)} lines for {counts.get('test', 0)} test examples")
+
+    return Split(data, folder="en-fr", title="noun-adjective En-Fr (Europarl v7)", files={"test.comp": meta},
+                 side_files={"code": codes}, check=check_meta)
+
+
+DATASET = Dataset(read=read, add_arguments=add_arguments, metric="comp", urls=[URL], dict_from="train",
+                  count_check=False, joined=True, dataset_json=False)

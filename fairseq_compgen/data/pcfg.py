@@ -1,4 +1,22 @@
-"""PCFG SET: an interpreter of its programs, reading and validating the official splits.
+"""Prepare PCFG SET splits as fairseq text and binary data.
+
+PCFG SET: Hupkes, Dankers, Mul & Bruni (2020), "Compositionality Decomposed:
+How do Neural Networks Generalise?", JAIR.  Productivity and systematicity
+splits as in Csordás, Irie & Schmidhuber (2021) (add --joined-dictionary for
+their shared vocabulary); ``pcfgset`` is the IID basis corpus.
+
+    fairseq-compgen prep pcfg --split productivity --out data/pcfg [--pcfg-dir DIR] \
+        [--joined-dictionary] [--no-binarize] [--no-count-check] [--no-validate]
+
+Reads ``<split>/{train,test}.{src,tgt}`` (pcfgset: train/dev/test) from
+``--pcfg-dir`` (layout of am-i-compositional's data/pcfgset/) or downloads
+them; every target is checked against the PCFG SET interpreter
+(below), a mismatch stops with file:line.  Writes
+``OUT/<split>/{train,test}.{src,tgt}`` and binaries in ``OUT/<split>/bin/``.
+Counts are checked against the published statistics (Csordás et al. 2021, Table 10: productivity 81,010 / 11,333;
+systematicity 82,168 / 10,175).
+
+An interpreter of its programs, reading and validating the official splits:
 
     Dieuwke Hupkes, Verna Dankers, Mathijs Mul and Elia Bruni. 2020.
     "Compositionality Decomposed: How do Neural Networks Generalise?". JAIR 67.
@@ -28,7 +46,7 @@ every pair of the released dev and productivity test sets)::
 
 Splits: ``productivity`` and ``systematicity`` (train/test), and the IID basis
 corpus ``pcfgset`` (train/dev/test; dev -> ``valid``).  There is no
-generalization validation set (spec_000 §4.1).  Prepared data is validated:
+generalization validation set.  Prepared data is validated:
 every target must equal the interpreter's output (DataError naming file:line).
 """
 
@@ -38,6 +56,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.errors import MissingFileError, UsageError
 
@@ -66,7 +85,7 @@ SPLITS: Dict[str, Dict[str, str]] = {
     "systematicity": {"train": "systematicity/train", "test": "systematicity/test"},
     "pcfgset": {"train": "pcfgset/train", "valid": "pcfgset/dev", "test": "pcfgset/test"},
 }
-# spec_000 Table 10
+# Csordás, Irie & Schmidhuber (2021), Table 10
 EXPECTED = {
     "productivity": {"train": 81010, "test": 11333},
     "systematicity": {"train": 82168, "test": 10175},
@@ -170,3 +189,31 @@ def load(split: str, pcfg_dir: Optional[Path] = None, cache_dir: Optional[Path] 
             paths.append(p)
         out[subset] = read_pairs(*paths, validate=validate)
     return out
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep pcfg
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--split", action="append", required=True, choices=sorted(SPLITS), help="split (repeatable)")
+    p.add_argument("--pcfg-dir", type=Path, default=None, help="local copy of data/pcfgset/; default: download")
+    p.add_argument("--no-validate", action="store_true", help="do not check targets with the interpreter")
+
+
+def read(args):
+    """One :class:`Split` per PCFG SET split of ``--split``."""
+    for split in dict.fromkeys(args.split):
+        yield Split(load(split, pcfg_dir=args.pcfg_dir, validate=not args.no_validate), folder=split,
+                    expected=EXPECTED.get(split),
+                    title=f"PCFG SET split {split}" + ("" if args.no_validate else " (targets checked by the interpreter)"))
+
+
+DATASET = Dataset(
+    read=read,
+    add_arguments=add_arguments,
+    urls=[PCFG_RAW_URL + "{productivity,systematicity}/{train,test}.{src,tgt}", PCFG_RAW_URL + "{train,dev,test}.{src,tgt}"],
+    dict_from="train",
+    dataset_json=False,
+)

@@ -1,6 +1,17 @@
-"""SCAN: generation, interpretation, reading and splits.
+"""Prepare SCAN splits as fairseq text and binary data.
 
-SCAN is the command -> action-sequence benchmark of
+    fairseq-compgen prep scan --split length_cutoff_26 --out data/scan \
+        [--scan-dir DIR] [--joined-dictionary] [--no-binarize]
+
+Writes ``OUT/<split>/<subset>.src`` and ``.tgt`` (one example per line,
+space-separated tokens), then binarizes them with fairseq-preprocess (``--padding-factor 1``: no filler
+words in the dictionaries) into
+``OUT/<split>/bin/`` (dictionaries built from ``train`` only), naming the
+binary subsets like the text ones (train, valid, test, gen).  The binary
+folder is built in a temporary folder and renamed into place at the end.
+``--split all-generated`` prepares every rule-based split (no download).
+
+SCAN (generation, interpretation, reading and splits) is the command -> action-sequence benchmark of
 
     Brenden M. Lake and Marco Baroni. 2018. "Generalization without
     systematicity: On the compositional skills of sequence-to-sequence
@@ -51,6 +62,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_compgen.data import download as _download
+from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.errors import MissingFileError, UsageError
 
@@ -409,3 +421,40 @@ def build_split(name: str, scan_dir=None, cache_dir=None) -> Dict[str, List[Pair
     if name in OFFICIAL_SPLITS:
         return read_official_split(name, scan_dir=scan_dir, cache_dir=cache_dir)
     raise UsageError(f"unknown SCAN split {name!r}; known: {', '.join(split_names())}")
+
+
+# ---------------------------------------------------------------------------
+# fairseq-compgen prep scan
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--split", required=True, help="SCAN split: all-generated, " + ", ".join(split_names()))
+    p.add_argument(
+        "--scan-dir", type=Path, default=None,
+        help="local copy of https://github.com/brendenlake/SCAN (for the official splits); "
+        "default: download the needed files",
+    )
+
+
+def check_split(p, args) -> None:
+    if args.split != "all-generated" and args.split not in split_names():
+        p.error(f"unknown split {args.split!r}; choose from all-generated, {', '.join(split_names())}")
+
+
+def read(args):
+    """One :class:`Split` per SCAN split of ``--split`` (every rule-based one for ``all-generated``)."""
+    for split in list(GENERATED_SPLITS) if args.split == "all-generated" else [args.split]:
+        yield Split(build_split(split, scan_dir=args.scan_dir), folder=split, title=f"SCAN split {split}")
+
+
+DATASET = Dataset(
+    read=read,
+    add_arguments=add_arguments,
+    parsed=check_split,
+    urls=[SCAN_RAW_URL + "<file> (the files of OFFICIAL_SPLITS: simple_split/, length_split/, add_prim_split/, "
+          "template_split/)"],
+    dict_from="train",
+    count_check=False,
+    dataset_json=False,
+)

@@ -1,18 +1,16 @@
-"""`fairseq-compgen prep DATASET ...`: prepare a dataset as fairseq text and binary data (one module per dataset).
+"""`fairseq-compgen prep DATASET ...`: prepare a dataset as fairseq text and binary data (one file per dataset).
 
     fairseq-compgen prep --help                  the datasets, one line each
     fairseq-compgen prep DATASET --help          one dataset's options
     fairseq-compgen prep scan --split length_cutoff_26 --out data/scan
-    python -m fairseq_compgen.prep.scan --split length_cutoff_26 --out data/scan   # the same, without compgen
+    python -m fairseq_compgen.cli prep scan --split length_cutoff_26 --out data/scan   # the same
 
-Each module ``fairseq_compgen.prep.<dataset>`` has ``main(argv)``; it is imported only when its dataset is
-asked for, so listing the datasets imports neither fairseq nor torch (the descriptions are read from the
-modules' docstrings without importing them).
-
-A dataset can also be one file (:mod:`fairseq_compgen.data.dataset`): a module assigning ``DATASET = Dataset(...)``
-at its top level, found in ``fairseq_compgen/data/`` (e.g. ``data/slog.py``), in the ``.py`` files and folders
-named by ``$FAIRSEQ_COMPGEN_DATASETS`` (``os.pathsep``-separated), or given as a path
-(``fairseq-compgen prep ./toy.py --out DIR``). Its name is its file name; it is imported only when asked for.
+Every dataset is one file (:mod:`fairseq_compgen.data.dataset`): a module assigning ``DATASET = Dataset(...)``
+at its top level, found in ``fairseq_compgen/data/`` (``data/scan.py``, ``data/cogs.py``, ``data/slog.py``, ...),
+in the ``.py`` files and folders named by ``$FAIRSEQ_COMPGEN_DATASETS`` (``os.pathsep``-separated), or given as
+a path (``fairseq-compgen prep ./toy.py --out DIR``). Its name is its file name; it is imported only when asked
+for, so listing the datasets imports neither fairseq nor torch (the descriptions are read from the modules'
+docstrings without importing them).
 """
 from __future__ import annotations
 
@@ -29,11 +27,6 @@ from types import ModuleType
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder
-
-# the order of `fairseq-compgen prep --help`
-DATASETS = ("scan", "cogs", "cogs_tagging", "cfq", "pcfg", "mathematics", "algorithmic", "noun_adj", "iwslt14",
-            "flores", "russin")
-
 
 def summary(doc: str) -> str:
     """The first paragraph of a docstring on one line (the description of `fairseq-compgen prep --help` and of each
@@ -74,7 +67,7 @@ def _candidates(entry: str) -> List[Path]:
 
 def one_file_datasets() -> Dict[str, Path]:
     """name -> file of every one-file dataset: ``fairseq_compgen/data/`` first, then ``$FAIRSEQ_COMPGEN_DATASETS``.
-    A name taken twice (or by a dataset of ``fairseq_compgen/prep/``) is a UsageError naming both."""
+    A name taken twice is a UsageError naming both."""
     found: Dict[str, Path] = {}
     entries = [str(DATA_DIR)] + [e for e in os.environ.get(ENV, "").split(os.pathsep) if e]
     for entry in entries:
@@ -82,8 +75,8 @@ def one_file_datasets() -> Dict[str, Path]:
             if declares_dataset(path) is None:
                 continue
             name = path.stem
-            if name in DATASETS or name in found:
-                other = found.get(name) or Path(__file__).parent / f"{name}.py"
+            if name in found:
+                other = found[name]
                 if other.resolve() == path.resolve():
                     continue
                 raise UsageError(f"{path}: dataset name {name!r} is already taken by {other}: expected a file name "
@@ -93,15 +86,13 @@ def one_file_datasets() -> Dict[str, Path]:
 
 
 def names() -> List[str]:
-    """Every dataset `fairseq-compgen prep` knows: those of ``fairseq_compgen/prep/``, then the one-file ones."""
-    return list(DATASETS) + list(one_file_datasets())
+    """Every dataset `fairseq-compgen prep` knows: those of ``fairseq_compgen/data/``, then those of the
+    environment variable."""
+    return list(one_file_datasets())
 
 
 def description(name: str) -> str:
     """The summary of the dataset's docstring, read from its source (not imported)."""
-    if name in DATASETS:
-        tree = ast.parse((Path(__file__).parent / f"{name}.py").read_text(encoding="utf-8"))
-        return summary(ast.get_docstring(tree) or "")
     path = one_file_datasets().get(name)
     if path is None:
         raise UsageError(f"fairseq-compgen prep: unknown dataset {name!r} (known: {', '.join(names())})")
@@ -129,7 +120,7 @@ class OneFileDataset:
     def parse_args(self, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         from fairseq_compgen.data import dataset
 
-        return dataset.parser(self.name, self.module.__doc__ or self.name, self.dataset).parse_args(argv)
+        return dataset.parse_args(self.name, self.module.__doc__ or self.name, self.dataset, argv)
 
     def main(self, argv: Optional[Sequence[str]] = None) -> Dict[str, dict]:
         from fairseq_compgen.data import dataset
@@ -155,10 +146,8 @@ def load_file(path: Path) -> OneFileDataset:
 
 
 def module(name: str):
-    """``fairseq_compgen.prep.<name>``, or a one-file dataset (by name, or a path to its ``.py`` file), as an object
-    with ``main(argv)``; an unknown name raises UsageError listing the known ones."""
-    if name in DATASETS:
-        return importlib.import_module(f"{__name__}.{name}")
+    """A dataset (by name, or a path to its ``.py`` file), as an object with ``main(argv)``; an unknown name
+    raises UsageError listing the known ones."""
     if name.endswith(".py") and Path(name).is_file():
         return load_file(Path(name))
     path = one_file_datasets().get(name)
@@ -171,9 +160,7 @@ def module(name: str):
 
 
 def usage() -> str:
-    found = one_file_datasets()
-    descriptions = {**{name: description(name) for name in DATASETS},
-                    **{name: summary(declares_dataset(path) or "") for name, path in found.items()}}
+    descriptions = {name: summary(declares_dataset(path) or "") for name, path in one_file_datasets().items()}
     width = max(map(len, descriptions)) + 2
     lines = ["usage: fairseq-compgen prep DATASET [options]   (fairseq-compgen prep DATASET --help: its options;",
              "       fairseq-compgen prep PATH.py [options]: a one-file dataset outside the package)",
@@ -185,8 +172,8 @@ def usage() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """`fairseq-compgen prep NAME ARGS...`: runs ``fairseq_compgen.prep.<NAME>.main(ARGS)`` (or prepares the one-file
-    dataset NAME); no NAME or --help lists the datasets."""
+    """`fairseq-compgen prep NAME ARGS...`: prepares the dataset NAME (its module's ``DATASET``) with the options
+    ARGS; no NAME or --help lists the datasets."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())

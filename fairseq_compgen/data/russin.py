@@ -1,5 +1,8 @@
 """Hold out Russin et al.'s (2019) validation set from a SCAN split and binarize it (Syntactic Attention).
 
+    Jake Russin, Jason Jo, Randall C. O'Reilly and Yoshua Bengio. 2019. "Compositional generalization in a deep
+    seq2seq model by separating syntax and semantics". arXiv:1904.09708.
+
     fairseq-compgen prep russin SPLIT_DIR [--workers N]      e.g. fairseq-compgen prep russin data/scan/addprim_jump
 
 SPLIT_DIR is a split made by ``fairseq-compgen prep scan`` (``--split addprim_jump --out data/scan`` gives
@@ -20,11 +23,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Union
 
+from fairseq_compgen.data.dataset import Dataset
 from fairseq_compgen.data.io import atomic_write_lines, count_mismatch, read_data_lines, staged_files
 from fairseq_compgen.errors import MissingFileError
-from fairseq_compgen.prep import argument_parser
 
 SEED = 0
 TRAIN_SHARE = 0.8
@@ -88,17 +91,10 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
     return russin / "bin"
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argument_parser("russin", __doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("split_dir", type=Path, help="a SCAN split folder made by fairseq-compgen prep scan")
     p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
-    return p.parse_args(argv)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> Path:
-    args = parse_args(argv)
-    return ensure(args.split_dir, args.workers)
-
-
-if __name__ == "__main__":
-    main()
+DATASET = Dataset(run=lambda args: ensure(args.split_dir, args.workers), add_arguments=add_arguments,
+                  shared_options=False, dataset_json=False)
