@@ -9,7 +9,7 @@ of K replicas on one batch, three ways, side by side in one run:
     python benchmarks/seed_parallel.py [--arch rel_uni_transformer_scan] [--replicas 5] [--threads 1]
 
 SCAN-sized batch (256 sentences, source 9, target 27 tokens; Table 4's SCAN model), dropout off in all three
-(modules/dropout.py's autograd.Function has no vmap rule; the matrix products, not the masks, decide the comparison). The README's "Speed on CPU"
+(modules/dropout.py's autograd.Function has no vmap rule; the matrix products, not the masks, decide the comparison). docs/results.md's "Speed on CPU"
 section records what it measured and what was decided from it.
 """
 import argparse

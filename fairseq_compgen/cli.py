@@ -117,7 +117,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"fairseq-compgen --help)", file=sys.stderr)
         return 2
     # OpenMP threads wait passively: with the default busy-waiting, a 2-thread CPU run that shares the cores with
-    # another process measured 1.6-8x slower per step (README, "Speed on CPU"). Read once, when torch loads
+    # another process measured 1.6-8x slower per step (docs/results.md, "Speed on CPU"). Read once, when torch loads
     # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The GPU one-shot (issue 22): on a lent GPU machine (../shared/notes/gpu.md), one slice of at most 10 minutes that
+# The GPU one-shot (issue 22): on a GPU machine lent for short slices, one slice of at most 10 minutes that
 # installs, prepares data, and trains a paper table's cells at the paper's budget as concurrent processes on the one
 # GPU, then brings back the raw files. Call it again in the next slice: finished runs are skipped, the others resume
 # from their checkpoints (kept in runs/ while the machine stays warm, and carried back in $OUT/carry otherwise).
 #
 #   bash scripts/gpu_oneshot.sh [SWEEP] [ONLY]        default: csordas_table3 'scan/*' (Csordás Table 3, SCAN column)
 #
-# With the device tool: run(command="bash scripts/gpu_oneshot.sh csordas_table3 'scan/*'", timeout_s=600), after
-# `bash ../shared/tools/device-wheels.sh` here has put fairseq's wheels into .whl/ (the GPU machine has no network).
+# A machine without network installs from wheels put into .whl/ beforehand (`pip wheel --no-build-isolation -w .whl
+# fairseq-fixed==0.12.3.1` and its dependencies, built for the GPU machine's Python and torch).
 # Environment: JOBS (concurrent training processes, default 20), SLICE_S (seconds of training in this call, default
 # 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the device tool sets it),
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
@@ -43,7 +43,7 @@ elif ls .whl/*.whl >/dev/null 2>&1; then
   PY=python3
   export PYTHONPATH="$PWD/.site${PYTHONPATH:+:$PYTHONPATH}"
 else
-  echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see ../shared/notes/gpu.md)"; exit 1
+  echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see the top of this script)"; exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 compgen() { "$PY" -m fairseq_compgen.cli "$@"; }

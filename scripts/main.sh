@@ -6,7 +6,7 @@
 # greedy fairseq-generate, print a table and write the curves as a PNG.
 #
 #   bash scripts/main.sh                        # ~17 minutes on 2 CPU cores after setup (2,000 updates each)
-#   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (README, Results)
+#   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (docs/results.md)
 #
 # Environment: MAIN_UPDATES (default 2000), MAIN_EVAL_EVERY (default 250), MAIN_OUT (default runs/main),
 # MAIN_SEED (default 1). The curve: MAIN_OUT/curve.png and MAIN_OUT/curve.json (benchmarks/time_to_accuracy.py).

@@ -3,13 +3,13 @@
 # pyproject.toml declares every dependency (fairseq-fixed included). Second run: only checks, seconds.
 #
 #   TORCH_SPEC       the torch to install first (default torch==2.13.0: the CPU build on this machine's disk)
-#   TORCH_INDEX_URL  optional index for that torch alone, e.g. a CUDA build index from pytorch.org (README, Installing)
+#   TORCH_INDEX_URL  optional index for that torch alone, e.g. a CUDA build index from pytorch.org (docs/installing.md)
 #
 # Why torch first: a torch requirement that pip resolves on its own takes PyPI's default build (CUDA, several GB).
 # Why --no-build-isolation: fairseq-fixed builds from its sdist on Python 3.11 (Cython + torch C++ extensions) and
 # lists torch as a build requirement; in an isolated build pip installs a second, CUDA torch (about 5 GB with its
 # nvidia-* wheels) into a throwaway build environment. Without isolation it builds against the torch, numpy and
-# cython installed here. See the README's Installing and ../shared/notes/fairseq-host.md.
+# cython installed here. See docs/installing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}

@@ -110,7 +110,7 @@ def test_flores_end_to_end_bleu(tmp_path):
     assert (out / "ne-en" / "sentencepiece.bpe.model").is_file()
     assert (data / "dict.src.txt").read_bytes() == (data / "dict.tgt.txt").read_bytes(), "joined dictionary"
     save = tmp_path / "ckpt"
-    # the README's recipe shares all embeddings, which needs the joined dictionary
+    # docs/experiments.md's recipe shares all embeddings, which needs the joined dictionary
     run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", *TINY, *TRAIN,
          "--max-update", "4", "--save-dir", save, "--valid-subset", "valid", "--max-source-positions", "256",
          "--max-target-positions", "256", "--share-all-embeddings", "1"])

@@ -122,7 +122,7 @@ def test_pip_check_is_clean():
 def test_fairseq_and_the_plugin_do_not_import_torchaudio():
     """fairseq-fixed declares torchaudio, and pip installs PyPI's newest (2.11.0, a CUDA build that declares no torch
     version): beside torch 2.13 CPU it raises OSError on import. It is harmless only while nothing we run imports
-    it: fairseq imports it in its speech code alone. (The README's Installing says so.)"""
+    it: fairseq imports it in its speech code alone. (docs/installing.md says so.)"""
     code = ("import sys, fairseq, fairseq_compgen, fairseq_cli.train, fairseq_cli.generate\n"
             "fairseq_compgen.register()\n"
             "import fairseq_compgen.cli\n"

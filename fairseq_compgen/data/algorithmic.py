@@ -43,7 +43,7 @@ ADD_WIDTH = 12
 
 Pair = Tuple[str, str]
 
-# task -> (train lengths, test lengths): Table 7 / spec §9.2
+# task -> (train lengths, test lengths): Ontañón et al. Table 7 and the authors' generator
 LENGTHS = {
     "add": ((1, 8), (9, 10)),
     "addneg": ((1, 8), (9, 10)),
@@ -72,7 +72,7 @@ def _pad_left(tokens: List[str], pad: str, width: int = ADD_WIDTH) -> List[str]:
 
 
 def _number(value: int) -> List[str]:
-    """Digits of |value| without leading zeros, "-" first if negative; 0 -> [] (spec §9.2)."""
+    """Digits of |value| without leading zeros, "-" first if negative; 0 -> [] (the authors' generator)."""
     digits = list(str(abs(value))) if value != 0 else []
     return (["-"] if value < 0 else []) + digits
 
@@ -104,7 +104,7 @@ def duplicate(rng: random.Random, lengths: Tuple[int, int]) -> Pair:
 
 def cartesian(rng: random.Random, lengths: Tuple[int, int]) -> Pair:
     """Set 1 from digits, set 2 from letters, with replacement; target: for i in set 1, for j in set 2: `i j [SEP]`
-    (the authors' code order, with the trailing [SEP]; spec §9.2 / §11.1 item 8)."""
+    (the authors' code order, with the trailing [SEP])."""
     s1 = [rng.choice(DIGITS) for _ in range(rng.randint(*lengths))]
     s2 = [rng.choice(LETTERS) for _ in range(rng.randint(*lengths))]
     target = [tok for i in s1 for j in s2 for tok in (i, j, SEP)]
@@ -112,7 +112,7 @@ def cartesian(rng: random.Random, lengths: Tuple[int, int]) -> Pair:
 
 
 def intersection(rng: random.Random, lengths: Tuple[int, int], label: bool) -> Pair:
-    """spec §9.2: set 1 = L1 draws kept if new; set 2 = L2 distinct draws (for `false` elements of set 1 are
+    """The authors' generator: set 1 = L1 draws kept if new; set 2 = L2 distinct draws (for `false` elements of set 1 are
     rejected; for `true` they are accepted and, if none was drawn, one random position is overwritten by an
     element of set 1)."""
     l1, l2 = rng.randint(*lengths), rng.randint(*lengths)

@@ -76,7 +76,7 @@ PREPROCESSED_FILES = {"train": "train", "valid": "dev", "test": "test"}  # <stem
 QUESTION_FIELD = "questionPatternModEntities"
 QUERY_FIELD = "sparqlPatternModEntities"
 
-# spec_000 Table 10 (gen. test and gen. valid. are equal for CFQ, so their order does not matter)
+# Csordás et al. (2021) Table 10 (gen. test and gen. valid. are equal for CFQ, so their order does not matter)
 EXPECTED = {
     "mcd1": {"train": 95743, "valid": 11968, "test": 11968},
     "mcd2": {"train": 95743, "valid": 11968, "test": 11968},

@@ -2,7 +2,7 @@
 
     Santiago Ontañón, Joshua Ainslie, Vaclav Cvicek, Zachary Fisher. 2022.
     "Making Transformers Solve Compositional Tasks". ACL 2022 (arXiv:2108.04378),
-    Section 4.5.2 and Table 6; spec_001 §6.2.  The idea follows Herzig et al.
+    Section 4.5.2 and Table 6.  The idea follows Herzig et al.
     (2021), "Unlocking compositional generalization in pre-trained models using
     intermediate representations": triples may have the form
     ``(entity list) - (relation list) - (entity list)``, so the model no longer

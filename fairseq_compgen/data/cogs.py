@@ -54,7 +54,7 @@ TRAIN_FILES = ("train", "train_100")
 # our subset -> official file stem (the train file is chosen by ``train=``)
 SUBSET_FILES = {"valid": "dev", "test": "test", "gen": "gen"}
 
-# spec_000 Table 10 (COGS: 24,155 train / 3,000 IID valid / 21,000 gen); test.tsv has 3,000 lines
+# Csordás et al. (2021) Table 10 (COGS: 24,155 train / 3,000 IID valid / 21,000 gen); test.tsv has 3,000 lines
 EXPECTED = {"train": 24155, "valid": 3000, "test": 3000, "gen": 21000}
 N_GEN_CATEGORIES = 21
 

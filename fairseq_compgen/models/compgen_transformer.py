@@ -209,7 +209,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
 
 @register_model("compgen_transformer")
 class CompgenTransformerModel(FairseqEncoderDecoderModel):
-    """The composable Transformer of fairseq_compgen; pick a preset with --arch (see README)."""
+    """The composable Transformer of fairseq_compgen; pick a preset with --arch (docs/models.md; `fairseq-compgen help`)."""
 
     @staticmethod
     def add_args(parser: argparse.ArgumentParser):

@@ -14,7 +14,8 @@ text, App. C, says 1/sqrt(d_model)).
 
 Incremental decoding keeps keys/values under a key that includes the *depth* at which the module is
 applied, so one layer reused at every depth (Universal Transformer) keeps one cache per depth
-(the trap described in shared/notes/fairseq-host.md, item 5).
+(fairseq's MultiheadAttention keys its cache by module instance, so a shared layer would overwrite its
+own cache at every depth).
 """
 from typing import Dict, Optional
 

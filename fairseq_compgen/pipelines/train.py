@@ -21,7 +21,7 @@ what the run's first command was, and data.json the sha256 of every file of DATA
 dated, to SAVE/*.history. A resumed run must train on the same data and with the same fairseq-train options
 (but where it logs, how long it trains, and when and on what it validates and saves), unless
 --resume-with-other-options (then recorded in SAVE/options_changed.txt). OMP_WAIT_POLICY
-defaults to PASSIVE (set by the `fairseq-compgen` command; README, "Speed on CPU").
+defaults to PASSIVE (set by the `fairseq-compgen` command; docs/results.md, "Speed on CPU").
 """
 from __future__ import annotations
 

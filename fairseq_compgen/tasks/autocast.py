@@ -10,7 +10,7 @@ accuracy comes from the float32 weights.
 
 On a CPU with AVX512-BF16 or AMX this buys time (measured with `benchmarks/train_step.py --autocast`); elsewhere
 autocast still works but may be slower, and a warning says so. Whether accuracy holds is measured per model, not
-assumed: README, "Mixed precision on CPU".
+assumed: docs/results.md, "Mixed precision on CPU".
 """
 import logging
 from dataclasses import dataclass, field

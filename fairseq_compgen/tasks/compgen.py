@@ -11,7 +11,7 @@
   at the first EOS (the authors' notebook); equal to `accuracy` for a deterministic model, logged for comparison.
 * `--eval-oracle-length` also logs `oracle_accuracy` (decode to the reference length, EOS forbidden).
 * Every input gets a hypothesis: batches are built with `required_batch_size_multiple = 1`, because fairseq
-  drops a final batch whose size is not a multiple (shared/notes/fairseq-host.md, trap 1) and batches are
+  drops a final batch whose size is not a multiple (its batch_by_size, since Dec. 2022) and batches are
   length-sorted, so the dropped sentences would be the longest ones.
 * No example is dropped silently for being longer than --max-source-positions / --max-target-positions: for
   train that is an error unless `--allow-dropping-train-examples` (fairseq drops them with a warning only); for
