@@ -92,17 +92,6 @@ def plot_main(argv: Sequence[str]) -> int:
     return t5_biases.main(list(argv[1:])) or 0
 
 
-def quiet_tensorboardx_notice() -> None:
-    """Drop the one INFO line "Please install tensorboardX" that fairseq logs whenever fairseq.tasks is imported
-    (its text_to_speech task, which this package never uses, tries the import). Without the `tb` extra every command
-    that loads fairseq printed it; TensorBoard logging itself (`--tensorboard-logdir`) still needs tensorboardX, and
-    fairseq-train says so when that flag is given. Only that record of that logger is filtered."""
-    import logging
-
-    logging.getLogger("fairseq.tasks.text_to_speech").addFilter(
-        lambda record: not str(record.msg).startswith("Please install tensorboardX"))
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -121,7 +110,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    quiet_tensorboardx_notice()
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted
 

@@ -87,7 +87,7 @@ def test_cli_prints_one_line(tmp_path, data):
     path = _write(tmp_path, GOOD.replace("subsets:", "subset:").format(data=data))
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "sweep", str(path), "--dry-run"],
                        capture_output=True, text=True, cwd=REPO)
-    lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
+    lines = p.stderr.splitlines()
     assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:5: datasets.scan.subset: unknown key "
                                            f"(known: data, flags, label, metric, recipe, seeds, subsets, vars)"], p.stderr
 
@@ -263,7 +263,7 @@ def test_a_duplicated_key_is_one_line_from_the_cli(tmp_path, data):
     path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 2]\nseeds: [3]").format(data=data))
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "sweep", str(path), "--dry-run"],
                        capture_output=True, text=True, cwd=REPO)
-    lines = [line for line in p.stderr.splitlines() if "tensorboardX" not in line]
+    lines = p.stderr.splitlines()
     assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:2: key 'seeds' appears twice in one "
                                            f"mapping (first at line 1): expected each key once (the last one would "
                                            f"silently win)"], p.stderr

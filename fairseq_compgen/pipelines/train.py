@@ -309,9 +309,6 @@ def run_fairseq_train(args: Sequence[str]) -> None:
     """fairseq-train in this process (what its console script does)."""
     import logging
 
-    from fairseq_compgen.cli import quiet_tensorboardx_notice
-
-    quiet_tensorboardx_notice()  # before fairseq_cli.train imports fairseq.tasks, which logs it
     from fairseq_cli.train import cli_main
 
     import fairseq_compgen
