@@ -364,3 +364,25 @@ def test_aggregate_categories_and_export(tmp_path):
     assert not (dest / "scan" / "a" / "seed3").exists()  # not finished: nothing to export
     for name in ("sweep.json", "table.md", "table.csv", "categories_gen.md"):
         assert (dest / name).is_file(), name
+
+
+def test_seeds_option_reruns_a_cell_with_an_unused_seed(scan_bin, tmp_path):
+    """`fairseq-compgen sweep ... --seeds 4`: the file's seeds replaced (sweep-wide and per dataset), --seed 4 in the
+    command; adding seed 4 to a folder of seeds 1-2 needs those seeds too, else the plan would drop them (refused)."""
+    spec = {"name": "tiny", "seeds": [1, 2], "flags": f"{TINY} --max-update 2",
+            "datasets": {"scan": {"data": str(scan_bin), "recipe": "csordas/scan", "subsets": ["gen"], "seeds": [1]}},
+            "configurations": {"trafo": {"arch": "compgen_transformer_scan"}}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    said = []
+    sweep.run_sweep(path, tmp_path / "out4", cpu=True, dry_run=True, echo=said.append, seeds=[4])
+    assert [s.split("\n")[0] for s in said] == ["scan/trafo/seed4"] and "--seed 4" in said[0]
+    assert [r.seed for r in sweep.plan(sweep.with_seeds(sweep.load_sweep(path), [3, 4]), tmp_path / "x")] == [3, 4]
+    with pytest.raises(UsageError, match=r"--seeds 4 4: expected distinct non-negative integers"):
+        sweep.with_seeds(sweep.load_sweep(path), [4, 4])
+    # a folder planned with seed 1: --seeds 4 alone would drop it, seeds 1 and 4 resume it
+    out = tmp_path / "out"
+    sweep.write_plan(sweep.load_sweep(path), sweep.plan(sweep.load_sweep(path), out, cpu=True), out, sweep.source_of(path))
+    with pytest.raises(UsageError, match="would replace it"):
+        sweep.run_sweep(path, out, cpu=True, dry_run=True, echo=said.append, seeds=[4])
+    sweep.run_sweep(path, out, cpu=True, dry_run=True, echo=said.append, seeds=[1, 4], only=["*/*/seed4"])

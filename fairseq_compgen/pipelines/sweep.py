@@ -340,12 +340,28 @@ def select(runs: Sequence[Run], patterns: Optional[Sequence[str]]) -> List[Run]:
     return [r for r in runs if any(fnmatch.fnmatch(r.name, p) for p in patterns)]
 
 
+def with_seeds(spec: dict, seeds: Optional[Sequence[int]]) -> dict:
+    """The sweep with ``seeds`` in place of every seed list of its file (the sweep's and each dataset's), e.g. to
+    rerun a cell with an unused seed; recorded as such in OUT/sweep.json. None: the file's seeds."""
+    if seeds is None:
+        return spec
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds {' '.join(map(str, seeds))}: expected distinct non-negative integers")
+    spec = copy.deepcopy(spec)
+    spec["seeds"] = list(seeds)
+    for d in spec["datasets"].values():
+        if d and d.get("seeds"):
+            d["seeds"] = list(seeds)
+    return spec
+
+
 def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, only=None, threads=None,
-              dry_run: bool = False, echo=print, engine: str = "local", slurm: Optional[dict] = None) -> List[dict]:
+              dry_run: bool = False, echo=print, engine: str = "local", slurm: Optional[dict] = None,
+              seeds: Optional[Sequence[int]] = None) -> List[dict]:
     """Run (or with dry_run print) the selected runs of the sweep file at `path`: on this machine (engine "local",
     `jobs` at once), or as submitit jobs (engine "slurm" or "submitit-local"; `slurm`: the resources of
-    submit.executor). Returns one result dict per selected run."""
-    spec = load_sweep(path)
+    submit.executor). `seeds` replaces the file's seeds (with_seeds). Returns one result dict per selected run."""
+    spec = with_seeds(load_sweep(path), seeds)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu)
     selected = select(runs, only)
@@ -404,6 +420,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--cpu", action="store_true", help="train and decode on CPU")
     p.add_argument("--threads", type=int, help="OMP/MKL threads per run (default with --cpu: cores // --jobs)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
+    p.add_argument("--seeds", type=int, nargs="+", metavar="N",
+                   help="these seeds instead of the file's, e.g. an unused one: into a new --out (pooled by "
+                        "`fairseq-compgen aggregate OUT1 OUT2`), or the file's seeds plus it with --only '*/*/seedN' "
+                        "to add it to an existing --out")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     p.add_argument("--engine", choices=("local", "slurm", "submitit-local"), default="local",
                    help="local: this machine, --jobs at once (default); slurm: one submitit job per run; "
@@ -420,7 +440,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                         "array_parallelism") if getattr(a, k) is not None}
     try:
         results = run_sweep(a.sweep, a.out, a.jobs, a.devices.split(",") if a.devices else None, a.cpu, a.only,
-                            a.threads, a.dry_run, engine=a.engine, slurm=slurm)
+                            a.threads, a.dry_run, engine=a.engine, slurm=slurm, seeds=a.seeds)
     except KeyboardInterrupt:
         print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
