@@ -125,11 +125,9 @@ class Run:
 
 
 def plot(results, a, path):
-    import matplotlib
+    from fairseq_compgen.pipelines.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from fairseq_compgen.models.archs import paper_name  # imports fairseq and torch: only here, once
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))

@@ -46,6 +46,7 @@ def test_time_to_accuracy_records_a_learning_curve(tmp_path):
             acc = pt[subset]
             assert 0.0 <= acc["accuracy"] <= 1.0 and acc["accuracy"] == acc["greedy_accuracy"]
     assert "--eval-greedy" in run["command"] and "not reached" in p.stdout
+    assert "DEBUG:matplotlib" not in p.stdout + p.stderr  # the plot does not print matplotlib's font searches
     # one checkpoint on disk: fairseq's identical copies of checkpoint_last.pt (checkpoint_E_U.pt, _best) are gone
     assert sorted(f.name for f in (tmp_path / "runs" / "rel_uni_transformer_s1").glob("*.pt")) == ["checkpoint_last.pt"]
 

@@ -543,14 +543,9 @@ def early_stopping_table(spec: dict, runs: List[dict], select: str, metric: str,
 
 
 def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric: str = "accuracy") -> List[Path]:
-    import logging
+    from fairseq_compgen.pipelines.plotting import pyplot
 
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging setup would print font searches
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written, without, logged = [], [], set()

@@ -43,11 +43,9 @@ def preferences(bias: torch.Tensor, causal: bool) -> Tuple[List[str], torch.Tens
 
 
 def plot(biases: Dict[Tuple[str, int], torch.Tensor], out_path: str, title: str = "") -> None:
-    import matplotlib
+    from fairseq_compgen.pipelines.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     stacks = [s for s in ("encoder", "decoder") if any(k[0] == s for k in biases)]
     layers = sorted({k[1] for k in biases})
     fig, axes = plt.subplots(len(layers), len(stacks), figsize=(4.5 * len(stacks), 2.6 * len(layers)),
