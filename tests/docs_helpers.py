@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import List
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,8 +18,6 @@ def doc_text() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in doc_files())
 
 
-def code_blocks(lang: str = "bash") -> Iterator[Tuple[Path, str]]:
-    """(file, body) of every fenced ```<lang> block of the documentation."""
-    for path in doc_files():
-        for body in re.findall(rf"```{lang}\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S):
-            yield path, body
+def code_blocks(text: str, lang: str = "bash") -> List[str]:
+    """The body of every fenced ```<lang> block of a documentation file's text."""
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)

@@ -82,7 +82,7 @@ def _commands():
     """(file, argv after `fairseq-compgen`) of every command line of the bash blocks and inline code."""
     for doc in doc_files():
         text = doc.read_text(encoding="utf-8")
-        chunks = [b for d, b in code_blocks() if d == doc] + TICKED.findall(text)
+        chunks = code_blocks(text) + TICKED.findall(text)
         for chunk in chunks:
             chunk = re.sub(r"\\\n", " ", chunk)
             for line in chunk.split("\n"):
