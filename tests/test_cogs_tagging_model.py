@@ -16,6 +16,7 @@ import torch
 from model_helpers import data_prep_script
 
 import fairseq_compgen.models  # noqa: F401  (registers models and presets)
+from fairseq_compgen.checkpoint_loading import load
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.modules.parent_heads import (IGNORE, INVALID, NO_PARENT, AbsoluteParentHead,
                                                   AttentionParentHead, RelativeParentHead, build_parent_head)
@@ -186,14 +187,24 @@ def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
         shutil.copy(small / f"train.{f}", small / f"gen.{f}")
     (small / "gen.cat").write_text("".join(f"cat{i % 3}\n" for i in range(24)))
     save = tmp_path / "ckpt"
-    train = subprocess.run(
-        [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", f"ontanon_tagging_rel_eb_small_2s_{head}", str(small),
-         str(save), "--lr", "3e-3", "--batch-size", "8", "--max-update", "240", "--valid-subset", "gen",
-         "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
-        capture_output=True, text=True, env=_env(), timeout=600)
-    assert train.returncode == 0, train.stderr[-3000:]
+
+    def train(updates):
+        return subprocess.run(
+            [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", f"ontanon_tagging_rel_eb_small_2s_{head}",
+             str(small), str(save), "--lr", "3e-3", "--batch-size", "8", "--max-update", str(updates), "--valid-subset",
+             "gen", "--num-workers", "0", "--seed", "1", "--log-interval", "40"],
+            capture_output=True, text=True, env=_env(), timeout=600)
+
+    first = train(240)
+    assert first.returncode == 0, first.stderr[-3000:]
     command = (save / "command.txt").read_text()  # fairseq-compgen train picks the tagging task for a tagging folder
     assert "--task cogs_tagging " in command and "--criterion cogs_tagging " in command
+    # a longer run of the same command resumes: the checkpoint holds the flags build_model filled in (--tagger-max-len
+    # from the data, --tagger-parent-pos inherit), which the resume guard once took for another model and refused
+    more = train(250)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "@ 240 updates)" in more.stdout + more.stderr
+    assert load(str(save / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 250
     ev = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(save / "checkpoint_last.pt"),
                          str(small), "gen", "valid", "--cpu"], capture_output=True, text=True, env=_env(), timeout=600)
     assert ev.returncode == 0, ev.stderr[-3000:]

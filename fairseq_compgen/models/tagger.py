@@ -64,10 +64,17 @@ class CompgenTaggerModel(BaseFairseqModel):
                "as the authors' code gives it the relative embeddings/biases of rel-* encoders)")
 
     @classmethod
-    def build_model(cls, args, task):
+    def complete_args(cls, args, task):
+        """What build_model fills in before building: the tagger's defaults (the Table 12 presets set only the
+        encoder and the parent head) and the parent classifiers' size from the data. The resume guard compares a
+        checkpoint with the command completed the same way (tasks/checkpoint_guard.py)."""
         compgen_tagger(args)
         if args.tagger_max_len is None and args.tagger_parent_head != "attention":
             args.tagger_max_len = task.max_sentence_length
+
+    @classmethod
+    def build_model(cls, args, task):
+        cls.complete_args(args, task)
         src_dict = task.source_dictionary
         encoder = CompgenEncoder(args, src_dict, build_embedding(args, src_dict, args.encoder_embed_dim))
         model = cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})

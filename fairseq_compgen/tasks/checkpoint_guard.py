@@ -19,6 +19,7 @@ refused by the safe loader (checkpoint_loading.py); one whose weights are NaN/In
 refused (tasks/divergence.py).
 """
 import argparse
+import copy
 import glob
 import hashlib
 import os
@@ -95,11 +96,17 @@ def _flag(dest: str) -> str:
     return "--arch" if dest == "arch" else "--" + dest.replace("_", "-")
 
 
-def check_resume(cfg, model_cls) -> None:
-    """Refuse resuming a checkpoint whose model configuration (or dictionaries) differ from `cfg`'s."""
+def check_resume(cfg, model_cls, task=None) -> None:
+    """Refuse resuming a checkpoint whose model configuration (or dictionaries) differ from `cfg`'s. A model whose
+    build_model fills in flags first (`complete_args(args, task)`, e.g. the tagger's size from the data) is compared
+    as completed: the checkpoint holds the completed flags."""
     path = resume_path(cfg)
     if path is None:
         return
+    complete = getattr(model_cls, "complete_args", None)
+    if complete is not None:
+        cfg = copy.deepcopy(cfg)  # completed as build_model will; the caller's cfg is left as it is
+        complete(cfg, task)
     state = _load(path)
     check_weights(state, path)
     saved = state.get("cfg", {})
@@ -120,13 +127,13 @@ def check_resume(cfg, model_cls) -> None:
                          f"{path} in a new --save-dir")
 
 
-def guard(cfg, fp: str, data: str, from_checkpoint: bool) -> None:
+def guard(cfg, fp: str, data: str, from_checkpoint: bool, task=None) -> None:
     """What a task's build_model calls first: the dictionary check, and when training, the resume check."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     check_dictionaries(cfg, fp, data, from_checkpoint)
     if not from_checkpoint and getattr(cfg, "arch", None) in ARCH_MODEL_REGISTRY:
-        check_resume(cfg, ARCH_MODEL_REGISTRY[cfg.arch])
+        check_resume(cfg, ARCH_MODEL_REGISTRY[cfg.arch], task)
 
 
 def check_dictionaries(cfg, fp: str, data: str, from_checkpoint: bool) -> None:

@@ -184,7 +184,7 @@ class CogsTaggingTask(FairseqTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         fp = fingerprint(self.src_dict, *(self.tag_dictionaries[f] for f in TAG_FIELDS))
-        guard(cfg, fp, self.cfg.data, from_checkpoint)
+        guard(cfg, fp, self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):

@@ -184,7 +184,7 @@ class CompgenTask(TranslationTask):
             ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
 
     def build_model(self, cfg, from_checkpoint=False):
-        guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint)
+        guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
