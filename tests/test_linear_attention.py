@@ -274,3 +274,83 @@ def test_feature_map_is_elu_plus_one_in_value_and_gradient():
     xr = x.detach().clone().requires_grad_(True)
     (torch.nn.functional.elu(xr) + 1).sum().backward()
     assert torch.isfinite(x.grad).all() and torch.allclose(x.grad, xr.grad, rtol=1e-6, atol=1e-7)
+
+
+def direct_formula(attn: LinearAttention, x, kv, pad_mask, causal):
+    """Park & Kim's O_n = Q̂_nᵀ Σ_i K̂_i V_iᵀ / (Q̂_nᵀ Σ_i K̂_i + ε) as the quadratic form, with autograd's own ops
+    only (elu, explicit norms, a [B, H, Tq, Tk] weight matrix): slow, differentiable, no custom Function."""
+    B, Tq, C = x.shape
+    Tk = kv.shape[1]
+    H, dh, eps = attn.num_heads, attn.head_dim, 1e-6
+
+    def norm(t, gamma):  # t [B, H, T, dh]
+        if attn.qk_norm == "l1":
+            return t / (t.abs().sum(-1, keepdim=True) + eps)
+        if attn.qk_norm == "l2":
+            return t / (t.pow(2).sum(-1, keepdim=True).sqrt() + eps)
+        if attn.qk_norm == "rms":
+            return t / (t.pow(2).mean(-1, keepdim=True).sqrt() + eps) * gamma
+        return t
+
+    q = norm(F.elu(attn.q_proj(x).view(B, Tq, H, dh).transpose(1, 2)) + 1, attn.q_gamma)
+    k = norm(F.elu(attn.k_proj(kv).view(B, Tk, H, dh).transpose(1, 2)) + 1, attn.k_gamma)
+    v = attn.v_proj(kv).view(B, Tk, H, dh).transpose(1, 2)
+    w = q @ k.transpose(-1, -2)  # [B, H, Tq, Tk]: Q̂_n·K̂_i
+    allowed = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
+    if pad_mask is not None:
+        allowed = allowed & ~pad_mask.view(B, 1, 1, Tk)
+    if causal:
+        allowed = allowed & torch.ones(Tq, Tk, dtype=torch.bool).tril()
+    w = w * allowed
+    out = (w @ v) / (w.sum(-1, keepdim=True) + eps)  # [B, H, Tq, dh]
+    return attn.out_proj(out.transpose(1, 2).reshape(B, Tq, C))
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("kind", ["self", "causal", "cross"])
+def test_gradients_match_direct_formula(norm, kind):
+    """The fast path (custom φ and L2 backward, chunked causal form, pads zeroed in K̂ only) against the
+    quadratic formula in float64: outputs and the gradients of inputs and every parameter."""
+    attn = _attn(norm, kv_dim=8 if kind == "cross" else None).double()
+    attn.chunk_size = 4  # two chunks and a carried state for the causal case
+    x = torch.randn(2, 7, 16, dtype=torch.float64, requires_grad=True)
+    kv = torch.randn(2, 6, 8, dtype=torch.float64, requires_grad=True) if kind == "cross" else x
+    pad = torch.zeros(2, kv.shape[1], dtype=torch.bool)
+    pad[1, :3] = True  # left padding in the keys
+    if kind == "causal":
+        pad = None  # the decoder's self-attention takes no padding mask
+    keep = (~pad).view(2, -1, 1) if (pad is not None and kind == "self") else torch.ones(2, 7, 1, dtype=torch.bool)
+    g = torch.randn(2, 7, 16, dtype=torch.float64) * keep  # padded query positions are never used
+    results = []
+    for fn in (lambda: attn(x, None if kind != "cross" else kv, key_padding_mask=pad, causal=kind == "causal"),
+               lambda: direct_formula(attn, x, kv, pad, kind == "causal")):
+        attn.zero_grad(set_to_none=True)
+        x.grad = None
+        if kind == "cross":
+            kv.grad = None
+        out = fn()
+        (out * g).sum().backward()
+        grads = {n: p.grad.clone() for n, p in attn.named_parameters()}
+        grads["x"] = x.grad.clone()
+        if kind == "cross":
+            grads["kv"] = kv.grad.clone()
+        results.append((out * keep, grads))
+    (fast, fast_g), (slow, slow_g) = results
+    assert torch.allclose(fast, slow, atol=1e-10), (fast - slow).abs().max()
+    assert fast_g.keys() == slow_g.keys()
+    for name in fast_g:
+        assert torch.allclose(fast_g[name], slow_g[name], atol=1e-9), (name, (fast_g[name] - slow_g[name]).abs().max())
+
+
+def test_custom_backward_functions_pass_gradcheck():
+    from fairseq_compgen.modules.linear_attention import feature_map, qk_normalize
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(feature_map, (x,))
+    y = (torch.rand(3, 5, 8, dtype=torch.float64) + 0.1).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: qk_normalize(t, "l2"), (y,))
+    # a zero vector (φ underflowed everywhere): the gradient is g / ε, as autograd's masked norm gradient gives
+    z = torch.zeros(2, 8, requires_grad=True)
+    qk_normalize(z, "l2").sum().backward()
+    assert torch.equal(z.grad, torch.full((2, 8), 1e6))
