@@ -70,3 +70,22 @@ def test_aggregate_refuses_runs_of_one_folder_trained_on_different_data(scan_bin
     (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(other)))
     with pytest.raises(UsageError, match=r"trained on different data for dataset 'scan'"):
         aggregate.collect(tmp_path / "out")
+
+
+def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
+    """A run stopped and resumed at a later commit trained at both: done.json's "commits" lists each once, in order,
+    its "dirty" holds if any tree was, and the aggregator's commit column shows them all (it showed the first only)."""
+    from fairseq_compgen.pipelines.runner import trained_at
+
+    a, b = "a" * 40, "b" * 40
+    (tmp_path / "commit.txt").write_text(a + "\n")  # the first call's, kept
+    assert trained_at(tmp_path) == [a]  # a run recorded before commit.history existed
+    (tmp_path / "commit.history").write_text(f"2026-11-25T02:31:13+00:00 {a}\n2026-11-25T02:52:33+00:00 {a}\n"
+                                             f"2026-11-25T03:36:55+00:00 {b} dirty\n")
+    commits = trained_at(tmp_path)
+    assert commits == [a, b + " dirty"]
+    done = {"commit": a, "commits": commits, "dirty": any(c.endswith(" dirty") for c in commits)}
+    assert aggregate.commit_text(done) == "aaaaaaa+bbbbbbb dirty"
+    assert aggregate.commit_text({"commit": a, "dirty": False}) == "aaaaaaa"  # an older done.json
+    assert aggregate.commit_text({}) == "unknown"
+    assert trained_at(tmp_path / "absent") == []

@@ -381,10 +381,17 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
             "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
             "eval_s": done.get("eval_s"),
-            "commit": ((done.get("commit") or "")[:7] + (" dirty" if done.get("dirty") else "")) or "unknown",
+            "commit": commit_text(done),
             "machine": _machine_text(json.loads(machine.read_text()) if machine.is_file() else None),
         })
     return rows
+
+
+def commit_text(done: dict) -> str:
+    """A run's commit for the tables: the 7-character SHA, every one joined by "+" when a resumed run trained at
+    several (done.json "commits"; older done.json files have only "commit"), " dirty" when any tree was."""
+    commits = [c.split()[0] for c in done.get("commits") or []] or ([done["commit"]] if done.get("commit") else [])
+    return ("+".join(c[:7] for c in commits) + (" dirty" if done.get("dirty") else "")) or "unknown"
 
 
 def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, digits: int = 2) -> str:

@@ -168,11 +168,13 @@ class Runner:
         if rc != 0 or not evals or missing:
             self.echo(f"FAILED {run.name}: evaluation exited with {rc}; see {run.path / 'eval.log'}")
             return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
-        commit = (run.path / "commit.txt").read_text().split() if (run.path / "commit.txt").exists() else []
+        commits = trained_at(run.path)
         done = {
             "run": run.name, "dataset": run.dataset, "config": run.config, "seed": run.seed, "arch": run.arch,
-            "num_updates": last_num_updates(run.path / "train.log"), "commit": commit[0] if commit else None,
-            "dirty": "dirty" in commit, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+            "num_updates": last_num_updates(run.path / "train.log"),
+            "commit": commits[0].split()[0] if commits else None,  # the first; a resumed run's every one: "commits"
+            "commits": commits, "dirty": any(c.endswith(" dirty") for c in commits),
+            "finished": datetime.datetime.now().isoformat(timespec="seconds"),
             "eval_s": eval_s,  # the training clock is in train.log, the machine in machine.txt
             "accuracy": {k: v.get("accuracy") for k, v in evals.items() if "accuracy" in v},
             "metrics": {k: {m: x for m, x in v.items() if isinstance(x, (int, float))} for k, v in evals.items()},
@@ -198,6 +200,18 @@ class Runner:
                 self.stop()
                 raise
         return results
+
+
+def trained_at(save: Path) -> List[str]:
+    """Every commit a run trained at, in order and once each ("SHA" or "SHA dirty"): a resumed run may have
+    continued at later commits. From SAVE/commit.history (one dated line per `fairseq-compgen train` call, train.py),
+    else SAVE/commit.txt (the first call's)."""
+    history, first = save / "commit.history", save / "commit.txt"
+    if history.is_file():
+        lines = [line.split(maxsplit=1)[1] for line in history.read_text().splitlines() if len(line.split()) > 1]
+    else:
+        lines = first.read_text().splitlines()[:1] if first.is_file() else []
+    return list(dict.fromkeys(line.strip() for line in lines))
 
 
 def drop_copies_of_last(save: Path, best: bool = False) -> List[Path]:
