@@ -71,6 +71,36 @@ def test_relative_attention_is_shift_invariant_and_ignores_left_padding():
     assert torch.allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("start, positions", [(0, None), (4, None), (0, torch.tensor([0, 2, 3, 7, 8, 12]))])
+def test_causal_relative_table_equals_the_full_table(start, positions):
+    """The decoder's scorer scores distances j - i <= 0 only (relative_txl.py): on every attended entry (j <= i) its
+    bias equals that of the full table of all distances, and so do the gradients, in float64 (float32 may differ in
+    the last bits: the product's kernel depends on the table's size). Also for a decoding step (start > 0) and for
+    randomized (gapped) positions."""
+    torch.manual_seed(0)
+    B, H, dh, T = 2, 4, 8, 6
+    causal = TransformerXLScorer(H * dh, H, causal=True).double()
+    full = TransformerXLScorer(H * dh, H, causal=False).double()
+    full.load_state_dict(causal.state_dict())
+    with torch.no_grad():
+        causal.v.normal_()
+        full.v.copy_(causal.v)
+    k_pos = torch.arange(start + T) if positions is None else positions
+    q_pos = k_pos[start:]  # the last T positions (a decoding step sees every earlier key)
+    q = torch.randn(B, H, len(q_pos), dh, dtype=torch.float64, requires_grad=True)
+    attended = k_pos[None, :] <= q_pos[:, None]  # [Tq, Tk]
+    g = torch.randn(B, H, len(q_pos), len(k_pos), dtype=torch.float64) * attended
+    grads = []
+    for sc in (causal, full):
+        bias = sc.bias(q, q_pos, k_pos, dh**-0.5)  # [B, H, Tq, Tk]
+        grads.append((bias.masked_fill(~attended, 0.0),
+                       torch.autograd.grad((bias * g).sum(), (q, sc.v, sc.pos_proj.weight))))
+    (a, ga), (b, gb) = grads
+    assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
 def test_sinusoid_is_eq1():
     d = 8
     p = sinusoid(torch.tensor([0.0, 3.0, -2.0]), d)

@@ -193,8 +193,9 @@ class CompgenDecoder(FairseqIncrementalDecoder):
         x = self.embed(prev_output_tokens, start=start, positions=pos)  # [B, T, C]
         enc = encoder_out["encoder_out"][0]  # [B, S, C]
         enc_pad = encoder_out["encoder_padding_mask"][0]  # [B, S]
+        memo = self.stack.depth_memo()  # a shared layer's cross-attention projects `enc` once, not at every depth
         for depth, layer in self.stack:
-            x = layer(x, enc, enc_pad, incremental_state, depth, positions=pos)
+            x = layer(x, enc, enc_pad, incremental_state, depth, positions=pos, memo=memo)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, {"attn": [None], "inner_states": [x]}

@@ -26,6 +26,7 @@ from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.modules.depth_memo import DepthMemo, once_per_pass
 from fairseq_compgen.modules.dropout import dropout
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -92,12 +93,14 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
         positions: Optional[Tensor] = None,
+        memo: Optional[DepthMemo] = None,
     ) -> Tensor:
         """
         query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
         key_padding_mask: [B, Tk] bool, True at padding; causal: forbid keys after the query;
         incremental_state: decoding cache, `query` then holds only the new step(s);
-        positions: [T] increasing positions of the self-attention's tokens (default 0..T-1; randomized positions).
+        positions: [T] increasing positions of the self-attention's tokens (default 0..T-1; randomized positions);
+        memo: a shared (Universal) layer's DepthMemo: cross-attention keys/values computed once per pass.
         Returns [B, Tq, C].
         """
         B, Tq, _ = query.shape
@@ -118,8 +121,9 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 start = int(cache["steps"][0])  # reading it from the tensor costs a device sync per step)
             self.set_incremental_state(incremental_state, self._cache_key(depth),
                                        {"k": k, "v": v, "steps": cache["steps"] + Tq})
-        else:
-            k, v = self._heads(self.k_proj(key_value)), self._heads(self.v_proj(key_value))  # [B, H, Tk, dh]
+        else:  # [B, H, Tk, dh] each; the same at every depth of a shared layer (modules/depth_memo.py)
+            k, v = once_per_pass(memo, (self, "kv", key_value),
+                                 lambda: (self._heads(self.k_proj(key_value)), self._heads(self.v_proj(key_value))))
             if incremental_state is not None:
                 steps = torch.full((B,), Tq, dtype=torch.long, device=query.device)  # [B], reordered with k, v
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v, "steps": steps})

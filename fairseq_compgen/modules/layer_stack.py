@@ -3,11 +3,12 @@ as Csordás et al. (2021, §2.2 and §4.2) use it: shared weights, no ACT, no ti
 
 Iterating yields (depth, layer); callers pass `depth` down so per-depth decoding caches stay apart.
 """
-from typing import Callable, Iterator, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import torch.nn as nn
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.modules.depth_memo import DepthMemo
 
 
 class LayerStack(nn.Module):
@@ -21,3 +22,8 @@ class LayerStack(nn.Module):
     def __iter__(self) -> Iterator[Tuple[int, nn.Module]]:
         for depth in range(self.num_layers):
             yield depth, self.layers[0 if self.universal else depth]
+
+    def depth_memo(self) -> Optional[DepthMemo]:
+        """A memo for one forward pass if the layer is shared (work repeated across depths, modules/depth_memo.py),
+        else None: separate layers have separate weights, so nothing repeats."""
+        return DepthMemo() if self.universal else None

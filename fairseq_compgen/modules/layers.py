@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.depth_memo import DepthMemo
 from fairseq_compgen.modules.dropout import Dropout
 from fairseq_compgen.modules.self_attention_gate import gated
 
@@ -83,9 +84,11 @@ class DecoderLayer(nn.Module):
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
         positions: Optional[Tensor] = None,
+        memo: Optional[DepthMemo] = None,
     ) -> Tensor:
         """x [B, T, C]; encoder_out [B, S, C]; encoder_padding_mask [B, S]; positions [T] of the self-attention
-        (None: 0..T-1) -> [B, T, C]"""
+        (None: 0..T-1); memo: the pass's DepthMemo of a shared layer, for the cross-attention's encoder-side
+        projections -> [B, T, C]"""
         extra = {} if positions is None else {"positions": positions}
         x = self.self_block(
             x, lambda h: gated(self.gate, self.self_attn(h, causal=True, incremental_state=incremental_state,
@@ -95,7 +98,7 @@ class DecoderLayer(nn.Module):
             x,
             lambda h: self.cross_attn(
                 h, encoder_out, key_padding_mask=encoder_padding_mask,
-                incremental_state=incremental_state, depth=depth,
+                incremental_state=incremental_state, depth=depth, memo=memo,
             ),
         )
         return self.ffn_block(x, self.ffn)

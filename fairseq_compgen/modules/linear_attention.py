@@ -48,6 +48,7 @@ from torch.autograd.function import once_differentiable
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.depth_memo import DepthMemo, once_per_pass
 
 QK_NORMS = ("none", "l1", "l2", "rms")
 EPS = 1e-6
@@ -214,6 +215,11 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
             k = k.contiguous().mul_(keep)
         return k, v
 
+    def _source_sums(self, x: Tensor, key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """x [B, Tk, C] -> (S = Σ_j K̂_j V_jᵀ [B, H, dh, dh], z = Σ_j K̂_j [B, H, dh]) over the non-pad keys."""
+        k, v = self._keys_values(x, key_padding_mask)
+        return torch.matmul(k.transpose(-1, -2), v), k.sum(dim=2)
+
     def forward(
         self,
         query: Tensor,
@@ -222,11 +228,13 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
         causal: bool = False,
         incremental_state: Optional[IncrementalState] = None,
         depth: int = 0,
+        memo: Optional[DepthMemo] = None,
     ) -> Tensor:
         """
         query: [B, Tq, C]; key_value: [B, Tk, C] for cross-attention (None: self-attention);
         key_padding_mask: [B, Tk] bool, True at padding; causal: each query sees keys up to itself;
-        incremental_state: decoding cache, `query` then holds only the new step(s). Returns [B, Tq, C].
+        incremental_state: decoding cache, `query` then holds only the new step(s);
+        memo: a shared (Universal) layer's DepthMemo: the source's sums computed once per pass. Returns [B, Tq, C].
         """
         B, Tq, _ = query.shape
         q = self.features(self.q_proj(query), self.q_gamma)  # [B, H, Tq, dh]
@@ -250,9 +258,9 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
                 raise UsageError("causal cross-attention is not defined")
             if cache is not None:
                 S, z = cache["S"], cache["z"]
-            else:
-                k, v = self._keys_values(key_value, key_padding_mask)
-                S, z = torch.matmul(k.transpose(-1, -2), v), k.sum(dim=2)
+            else:  # [B, H, dh, dh], [B, H, dh]; the same at every depth of a shared layer (modules/depth_memo.py)
+                S, z = once_per_pass(memo, (self, "sums", key_value, key_padding_mask),
+                                     lambda: self._source_sums(key_value, key_padding_mask))
                 if incremental_state is not None:
                     self.set_incremental_state(incremental_state, self._cache_key(depth), {"S": S, "z": z})
             out = _read(q, S, z, self.eps)
