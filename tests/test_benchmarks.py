@@ -25,15 +25,17 @@ def test_parse_valid_line_reads_fairseqs_json_format():
     assert time_to_accuracy.parse_valid_line("| INFO | train | {broken\n", ["train"]) is None
 
 
-def test_time_to_accuracy_records_a_learning_curve(tmp_path):
+def test_time_to_accuracy_records_a_learning_curve(scan_bin, tmp_path):
+    """On the small SCAN sample (tests/conftest.py: 200 train, 24 valid, 24 gen; it used to prepare and evaluate the
+    whole length split, 1828 valid and 2624 gen at each point, most of the test's time)."""
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-    subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "scan"],
-                   cwd=REPO, env=env, check=True, capture_output=True)
-    data = tmp_path / "scan" / "length_cutoff_26" / "bin"
     out = tmp_path / "curve"
-    p = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", data, "--archs", "rel_uni_transformer",
-                        "--updates", "20", "--eval-every", "10", "--runs", tmp_path / "runs", "--out", out, "--", *TINY],
+    p = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", scan_bin, "--archs", "rel_uni_transformer",
+                        "--updates", "20", "--eval-every", "10", "--runs", tmp_path / "runs", "--out", out, "--", *TINY,
+                        # 7 batches an epoch: updates 10 and 20 are mid-epoch saves (checkpoint_E_U.pt), as on the
+                        # whole split (at batch 64, update 20 would end epoch 5 and save no checkpoint_E_20.pt)
+                        "--batch-size", "32"],
                        cwd=REPO, env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     result = json.loads((tmp_path / "curve.json").read_text())

@@ -4,21 +4,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 
-def _pytest(tmp_path, ci):
+def _pytest(tmp_path, ci, *args):
     (tmp_path / "test_x.py").write_text(
         "import pytest\n"
         "def test_ok():\n    assert True\n"
         "def test_needs_data():\n    pytest.skip('shared data not found: /nowhere')\n")
     env = dict(os.environ, PYTHONPATH=str(TESTS), CI="true" if ci else "")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "ci_skips",
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "ci_skips", *args,
                            str(tmp_path / "test_x.py")], cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
-def test_a_skip_fails_under_ci(tmp_path):
-    p = _pytest(tmp_path, ci=True)
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_skip_fails_under_ci(tmp_path, workers):
+    """Also with scripts/test.sh's two pytest-xdist workers: the skips reach the controller's session."""
+    p = _pytest(tmp_path, True, *workers)
     assert p.returncode == 1, p.stdout
     assert "CI=true: 1 test(s) skipped" in p.stdout and "shared data not found: /nowhere" in p.stdout
 
