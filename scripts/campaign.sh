@@ -7,7 +7,8 @@
 # campaign/queue.txt: one step per line, "SWEEP_FILE RUN_GLOB" (a sweep file of this repository, the runs to run in
 # order), or "prep ARGS... --out DIR" (fairseq-compgen prep, skipped when DIR exists; relative to STATE).
 # STATE (default /work/campaign) holds the checkout (tree/, a git worktree at this repository's HEAD, which must be
-# clean), the data it prepares itself (data/) and the run folders (runs/). A run already done is skipped, a run
+# clean), the data it prepares itself (data/) and the run folders (runs/). A run already done (in runs/, or recorded
+# in results/campaign/ when STATE is new, e.g. on a fresh machine) is skipped, a run
 # with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
 # launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's *.history: every commit
 # it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
@@ -87,6 +88,10 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   # one run at a time, so that each run's files are committed as soon as it finishes
   compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
   while read -r run; do
+    # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)
+    if git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$name/$run/done.json" >/dev/null 2>&1; then
+      continue
+    fi
     compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
   done

@@ -1,7 +1,7 @@
 """scripts/campaign.sh (issue 22) on a tiny queue in a clone of this repository: it trains from a clean worktree of
 HEAD outside the working tree, runs the queue's steps in order, commits each finished run's raw files (records, eval
-JSONs, a hash of its data) in a commit of that folder alone, skips finished runs when restarted, and refuses a
-dirty tree."""
+JSONs, a hash of its data) in a commit of that folder alone, skips finished runs when restarted (also from a new
+state folder, as on a fresh machine), and refuses a dirty tree."""
 import json
 import os
 import subprocess
@@ -78,6 +78,13 @@ configurations:
     assert p.stdout.count("committed") == 1 and f"committed {last}" in p.stdout, p.stdout
     assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 2
     assert _git(repo, "status", "--porcelain") == ""
+
+    # a fresh machine keeps only the repository: with a new state folder, runs recorded in results/campaign are not
+    # trained again
+    fresh = tmp_path / "fresh_state"
+    p = _campaign(repo, fresh)
+    assert p.returncode == 0 and "committed" not in p.stdout, p.stdout + p.stderr
+    assert not list(fresh.glob("runs/tiny/scan/*/seed*/checkpoint*")) and not list(fresh.glob("runs/**/done.json"))
 
     (repo / "README.md").write_text("edited\n")
     p = _campaign(repo, state)
