@@ -6,6 +6,9 @@ of the same size (d_model, d_FF, heads, layers), measured in the same run.
     python benchmarks/train_step.py --all --json results/bench.json
     python benchmarks/train_step.py --autocast --archs rel_uni_transformer_scan --batch 256 --rounds 3
                                     # each arch against itself under bf16 autocast (--autocast-bf16) instead of stock
+    python benchmarks/train_step.py --previous 26562e6 --rounds 3 --archs rel_uni_transformer ...
+                                    # also each arch as an earlier commit built it (that commit's fairseq_compgen,
+                                    # from `git archive`, loaded through PYTHONPATH), in the same rounds
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
@@ -16,10 +19,13 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 
 def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
@@ -77,7 +83,8 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
         times.append(time.perf_counter() - t)
     peak = torch.cuda.max_memory_allocated() if cuda else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
     return {"arch": "transformer" if stock else arch, "autocast_bf16": autocast, "params": sum(p.numel() for p in model.parameters()),
-            "step_ms": 1000 * statistics.median(times), "peak_mb": peak / 2**20}
+            "step_ms": 1000 * statistics.median(times), "peak_mb": peak / 2**20,
+            "package": str(Path(fairseq_compgen.__file__).resolve().parent)}  # which fairseq_compgen built it
 
 
 def main(argv=None):
@@ -96,6 +103,9 @@ def main(argv=None):
     p.add_argument("--autocast", action="store_true",
                    help="compare each arch with itself under bf16 autocast (--autocast-bf16), not with stock "
                         "transformer: 'x ref' is then autocast time / fp32 time")
+    p.add_argument("--previous", metavar="COMMIT",
+                   help="also measure each arch as this commit of the repository builds it (its fairseq_compgen "
+                        "through PYTHONPATH), in the same rounds: 'x prev' is this tree's time / that commit's")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
@@ -114,10 +124,24 @@ def main(argv=None):
     passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
                    ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
 
-    def run(arch, kind):  # kind: "0" the arch, "1" stock transformer of its size, "autocast" the arch under autocast
+    previous = _export_package(a.previous, tempfile.mkdtemp(prefix="train_step_prev_")) if a.previous else None
+
+    def run(arch, kind, package_root=None):
+        """kind: "0" the arch, "1" stock transformer of its size, "autocast" the arch under autocast; package_root:
+        a folder holding another fairseq_compgen to build it with (PYTHONPATH comes before the installed one)."""
+        env = dict(os.environ)
+        if package_root:
+            env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
         out = subprocess.run([sys.executable, __file__, "--_one", arch, kind, *passthrough],
-                             check=True, capture_output=True, text=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
+                             capture_output=True, text=True, env=env)
+        if out.returncode:
+            raise SystemExit(f"train_step.py: measuring {arch} ({'stock' if kind == '1' else kind}"
+                             f"{', ' + a.previous if package_root else ''}) failed: "
+                             f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if package_root and not r["package"].startswith(package_root):
+            raise SystemExit(f"train_step.py: --previous measured {r['package']}, not the package under {package_root}")
+        return r
 
     # each row: the measured (arch, or arch under autocast) against its reference (stock, or the arch in fp32)
     measured, reference = ("autocast", "0") if a.autocast else ("0", "1")
@@ -126,12 +150,17 @@ def main(argv=None):
     ref_name = "fp32" if a.autocast else "stock"
     print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads} "
           f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: stock transformer'}")
-    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}")
+    if previous:
+        print(f"previous: {a.previous} ({previous['commit'][:12]}), its package under {previous['root']}")
+    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
+          + (f" {'x prev':>7s}" if previous else ""))
     for arch in archs:
         e = arch if a.autocast else _size_key(arch)
-        pairs = []
-        for _ in range(a.rounds):  # back to back, so both see the same machine load
+        pairs, prev_pairs = [], []
+        for _ in range(a.rounds):  # back to back, so they all see the same machine load
             r = run(arch, measured)
+            if previous and arch in previous["archs"]:
+                prev_pairs.append((r, run(arch, measured, previous["root"])))
             s = run(arch, reference) if a.rounds > 1 or e not in ref_cache else ref_cache[e]
             ref_cache.setdefault(e, s)  # one stock measurement per distinct size when --rounds 1
             pairs.append((r, s))
@@ -142,17 +171,51 @@ def main(argv=None):
         r["time_ratio"] = statistics.median(x["step_ms"] / y["step_ms"] for x, y in pairs)
         r["time_ratios"] = [round(x["step_ms"] / y["step_ms"], 3) for x, y in pairs]
         r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
+        vs_prev = "" if not previous else f" {'(new)':>7s}"  # an arch the earlier commit does not have
+        if prev_pairs:
+            r["previous"] = {"commit": previous["commit"],
+                             "step_ms": statistics.median(y["step_ms"] for _, y in prev_pairs),
+                             "params": prev_pairs[0][1]["params"], "peak_mb": prev_pairs[0][1]["peak_mb"],
+                             "time_ratio": statistics.median(x["step_ms"] / y["step_ms"] for x, y in prev_pairs),
+                             "time_ratios": [round(x["step_ms"] / y["step_ms"], 3) for x, y in prev_pairs],
+                             "time_ratio_to_ref": statistics.median(y["step_ms"] / z["step_ms"]
+                                                                    for (_, y), (_, z) in zip(prev_pairs, pairs))}
+            vs_prev = f" {r['previous']['time_ratio']:7.2f}"
         rows.append(r)
         print(f"{arch:34s} {r['params']:>10,d} {r['step_ms']:9.1f} {r['time_ratio']:8.2f} "
-              f"{r['peak_mb']:9.1f} {r['memory_ratio']:8.2f}", flush=True)
+              f"{r['peak_mb']:9.1f} {r['memory_ratio']:8.2f}{vs_prev}", flush=True)
+    if previous:
+        shutil.rmtree(previous["root"], ignore_errors=True)
     if a.json:
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:
             from fairseq_compgen.pipelines import train
 
             json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": started_at,
+                       "previous": previous and previous["commit"],
                        "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
+
+
+def _export_package(ref: str, root: str) -> dict:
+    """This repository's fairseq_compgen as commit `ref` has it, written under `root` (git archive: no checkout, the
+    working tree untouched); with the full commit and the architectures that package registers."""
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        full = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", f"{ref}^{{commit}}"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit(f"train_step.py: --previous {ref}: not a commit of {repo}")
+    archive = subprocess.run(["git", "-C", str(repo), "archive", full, "fairseq_compgen"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    listed = subprocess.run([sys.executable, "-c", "import fairseq_compgen as f; f.register(); "
+                             "from fairseq_compgen.models.standalone import compgen_archs; print(*compgen_archs())"],
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root), cwd=root)
+    if listed.returncode:
+        raise SystemExit(f"train_step.py: --previous {ref}: its fairseq_compgen does not load here: "
+                         f"{(listed.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return {"commit": full, "root": root, "archs": set(listed.stdout.split())}
 
 
 def _size_key(arch: str):

@@ -77,3 +77,30 @@ def test_sweep_cost_scales_the_measured_step_to_each_recipes_budget(tmp_path, sc
     for r in rows.values():
         assert r["measured_updates"] == 4 and r["s_per_update"] >= 0
         assert r["hours"] == r["s_per_update"] * r["budget_updates"] * 3 / 3600
+
+
+def test_train_step_measures_a_previous_commit_in_the_same_rounds(tmp_path):
+    """benchmarks/train_step.py --previous: each arch also built by an earlier commit's package (git archive through
+    PYTHONPATH), paired in each round; that package, not the installed one, built it (checked by the script); a bad
+    commit is one line naming the flag."""
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    out = tmp_path / "ts.json"
+    tiny = ["--steps", "1", "--warmup", "0", "--batch", "2", "--src-len", "4", "--tgt-len", "4"]
+    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--previous", "HEAD", "--rounds", "2",
+                        "--archs", "compgen_transformer", *tiny, "--json", out], cwd=REPO, capture_output=True,
+                       text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    d = json.loads(out.read_text())
+    (row,) = d["rows"]
+    assert d["previous"] == row["previous"]["commit"] == head
+    assert row["package"] == str((REPO / "fairseq_compgen").resolve())  # this tree's package for the current arm
+    assert len(row["previous"]["time_ratios"]) == 2 and row["previous"]["params"] == row["params"]
+    assert "x prev" in p.stdout
+    root = p.stdout.split("its package under ", 1)[1].split()[0]
+    assert "train_step_prev_" in root and not Path(root).exists()  # the exported package is removed afterwards
+
+    bad = subprocess.run([sys.executable, "benchmarks/train_step.py", "--previous", "no-such-commit", "--archs",
+                          "compgen_transformer", *tiny], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
+        f"train_step.py: --previous no-such-commit: not a commit of {REPO}"], bad.stderr
