@@ -89,3 +89,23 @@ configurations:
     (repo / "README.md").write_text("edited\n")
     p = _campaign(repo, state)
     assert p.returncode == 1 and "uncommitted changes" in p.stderr
+
+
+def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
+    """campaign/parity_verdict.py on the committed seeds 1-2 of Table 3's rel-uni (fp32) and its bf16 arm: the
+    accuracy rule (within max(2 std, 0.05) of the fp32 mean), the loss-curve rule (difference of means within 2
+    standard errors) at every validation, the strict envelope printed beside it; a missing run is one line, exit 2."""
+    script = REPO / "campaign" / "parity_verdict.py"
+    fp32 = REPO / "results/campaign/csordas_scan26_5k/scan/rel_uni_trafo"
+    bf16 = REPO / "results/campaign/autocast_parity_scan26/scan/rel_uni_trafo_bf16"
+    p = subprocess.run([sys.executable, script, fp32, bf16, "--seeds", "1", "2"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "| gen accuracy | 0.8514, 0.7938 | 0.8226 ± 0.0407 | 0.8430, 0.8411 | 0.8420 | 0.0194 | 0.0814 | yes |" in lines
+    assert sum(line.startswith(("| valid loss |", "| gen loss |")) for line in lines) == 10  # 1,000 to 5,000
+    assert "| valid loss | 4000 | 0.001, 0.001 | 0.001, 0.026 | +0.013 | 0.025 | yes | [0.001, 0.001]: no |" in lines
+    assert lines[-1] == "verdict: parity holds (seeds 1, 2)"
+
+    missing = subprocess.run([sys.executable, script, fp32, tmp_path, "--seeds", "1"], capture_output=True, text=True)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    assert str(tmp_path / "seed1") in missing.stderr
