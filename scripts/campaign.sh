@@ -11,7 +11,10 @@
 # in results/campaign/ when STATE is new, e.g. on a fresh machine) is skipped, a run
 # with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
 # launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's *.history: every commit
-# it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with `git commit -- <that folder>` only, so work in progress in this checkout is never committed.
+# it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with `git commit -- <that folder>` only
+# (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or changed, so that
+# `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in progress in this
+# checkout is never committed.
 set -euo pipefail
 REPO=${CAMPAIGN_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 STATE=${STATE:-/work/campaign}
@@ -67,9 +70,21 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
     fi
     acc=$("$PY" -c "import json, sys; a = json.load(open(sys.argv[1])).get('accuracy') or {}
 print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (int, float))))" "$dest/done.json" || true)
+    # the sweep's plan (labels, paper values, settings) beside its runs, so that `fairseq-compgen aggregate
+    # results/campaign/<sweep>` works from the repository alone
+    sweep_json=""
+    if [ -f "runs/$name/sweep.json" ] && ! cmp -s "runs/$name/sweep.json" "$REPO/results/campaign/$name/sweep.json"; then
+      cp "runs/$name/sweep.json" "$REPO/results/campaign/$name/sweep.json.tmp"
+      mv "$REPO/results/campaign/$name/sweep.json.tmp" "$REPO/results/campaign/$name/sweep.json"
+    fi
+    if [ -f "$REPO/results/campaign/$name/sweep.json" ] &&
+       [ -n "$(git -C "$REPO" status --porcelain -- "results/campaign/$name/sweep.json")" ]; then
+      sweep_json="results/campaign/$name/sweep.json"
+    fi
     msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt"))"
     for i in 1 2 3 4 5; do
-      git -C "$REPO" add -- "results/campaign/$rel" && git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" && break
+      git -C "$REPO" add -- "results/campaign/$rel" $sweep_json &&
+        git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" $sweep_json && break
       sleep 5
     done
     echo "campaign: committed $rel"

@@ -1,6 +1,7 @@
 """scripts/campaign.sh (issue 22) on a tiny queue in a clone of this repository: it trains from a clean worktree of
 HEAD outside the working tree, runs the queue's steps in order, commits each finished run's raw files (records, eval
-JSONs, a hash of its data) in a commit of that folder alone, skips finished runs when restarted (also from a new
+JSONs, a hash of its data) in a commit of that folder alone (with the sweep's sweep.json, so the committed folder
+aggregates), skips finished runs when restarted (also from a new
 state folder, as on a fresh machine), and refuses a dirty tree."""
 import json
 import os
@@ -63,9 +64,18 @@ configurations:
         assert set(hashes) == {f.name for f in scan_bin.iterdir() if f.is_file()}
     log = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
     assert len(log) == 2 and all(m.startswith("Campaign: tiny/scan/rel_uni/seed") for m in log)
+    plans = []
     for commit in _git(repo, "rev-list", f"{head}..HEAD").split():  # each commit holds its run's folder alone
         files = _git(repo, "show", "--name-only", "--format=", commit).split()
+        plans += [f for f in files if f == "results/campaign/tiny/sweep.json"]  # and the sweep's plan, once
+        files = [f for f in files if f != "results/campaign/tiny/sweep.json"]
         assert len({str(Path(f).parents[len(Path(f).parents) - 7]) for f in files}) == 1, files
+    assert len(plans) == 1
+    # the committed folder is a sweep folder: the aggregator pools its runs from the repository alone
+    agg = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "aggregate", "results/campaign/tiny",
+                          "--no-plots", "--markdown", str(tmp_path / "table.md"), "--csv", str(tmp_path / "t.csv")],
+                         cwd=repo, capture_output=True, text=True)
+    assert agg.returncode == 0 and "(2/2)" in (tmp_path / "table.md").read_text(), agg.stdout + agg.stderr
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert (state / f"tree-{head[:12]}").is_dir()  # trained from the worktree, outside the working tree
 

@@ -23,6 +23,24 @@ def test_data_fingerprint_follows_content_not_path(scan_bin, tmp_path):
     assert train.data_fingerprint(tmp_path / "elsewhere")["sha256"] != a["sha256"]
 
 
+def test_the_same_data_prepared_again_is_the_same_data(scan_bin, tmp_path):
+    """fairseq-preprocess writes its command line, with the folders' paths, to preprocess.log beside the data: the same
+    data prepared again elsewhere (a fresh machine, a GPU slice) differs there only. data.json still records the log;
+    resuming and pooling compare the data files alone (a data file that differs is refused: the tests below)."""
+    again = _copy(scan_bin, tmp_path / "prepared_again")
+    (again / "preprocess.log").write_text("Namespace(destdir='/elsewhere/bin', trainpref='/elsewhere/train')\n")
+    a, b = train.data_fingerprint(scan_bin), train.data_fingerprint(again)
+    assert a["sha256"] != b["sha256"] and "preprocess.log" in b["files"]  # recorded as it is
+    assert train.same_data_key(a) == train.same_data_key(b)
+    save = tmp_path / "run"
+    _started_run(save, scan_bin, "--arch rel_uni_transformer_scan --seed 1")
+    train.check_resume(save, ["fairseq-train", str(again), "--arch", "rel_uni_transformer_scan", "--seed", "1"], b,
+                       False)
+    assert train.same_data_key({"sha256": "abc"}) == "abc"  # a record that lists no files: its one hash
+    (again / "gen.src-tgt.tgt.bin").write_bytes(b"other")
+    assert train.same_data_key(train.data_fingerprint(again)) != train.same_data_key(a)
+
+
 def _started_run(save, data, flags):
     """A run folder as fairseq-compgen train leaves it after its first updates: its records and a checkpoint."""
     save.mkdir(parents=True)
@@ -67,6 +85,10 @@ def test_aggregate_refuses_runs_of_one_folder_trained_on_different_data(scan_bin
         (run / "command.txt").write_text(f"fairseq-train {data} --arch compgen_transformer --seed {seed}\n")
         (run / "data.json").write_text(json.dumps(train.data_fingerprint(data)))
     aggregate.collect(tmp_path / "out")  # the same data: pooled
+    again = _copy(scan_bin, tmp_path / "prepared_again")
+    (again / "preprocess.log").write_text("prepared again elsewhere\n")
+    (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(again)))
+    aggregate.collect(tmp_path / "out")  # the same data prepared again: pooled too
     (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(other)))
     with pytest.raises(UsageError, match=r"trained on different data for dataset 'scan'"):
         aggregate.collect(tmp_path / "out")

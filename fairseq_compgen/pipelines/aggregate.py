@@ -128,10 +128,13 @@ def train_options(command: Path) -> Dict[str, object]:
 
 
 def data_sha256(run: dict) -> Optional[str]:
-    """The data fingerprint a run recorded (data.json, written by fairseq-compgen train), or None for runs made
-    before it was recorded."""
+    """The data a run trained on, as recorded in its data.json (written by fairseq-compgen train) and compared by
+    `train.same_data_key` (the data files, fairseq-preprocess's log aside), or None for runs made before it was
+    recorded."""
+    from fairseq_compgen.pipelines.train import same_data_key
+
     path = Path(run["dir"]) / "data.json"
-    return json.loads(path.read_text()).get("sha256") if path.is_file() else None
+    return same_data_key(json.loads(path.read_text())) if path.is_file() else None
 
 
 def check_alike(runs: List[dict], pooled: bool = True) -> None:
@@ -149,8 +152,8 @@ def check_alike(runs: List[dict], pooled: bool = True) -> None:
             seen = data.setdefault(r["dataset"], (Path(r["dir"]), sha))
             if seen[1] != sha:
                 raise UsageError(f"{seen[0]} and {r['dir']} were trained on different data for dataset "
-                                 f"{r['dataset']!r} (data.json sha256 {seen[1][:12]} vs {sha[:12]}): their seeds "
-                                 f"cannot be pooled")
+                                 f"{r['dataset']!r} (data.json's files: sha256 {seen[1][:12]} vs {sha[:12]}): their "
+                                 f"seeds cannot be pooled")
         command = Path(r["dir"]) / "command.txt"
         if not command.is_file() and not pooled:
             continue

@@ -81,6 +81,20 @@ def data_fingerprint(data: Path) -> dict:
             "files": files}
 
 
+# written beside the binarized data by fairseq-preprocess: its command line (with the folders' paths) and messages,
+# which change whenever the same data is prepared again elsewhere; recorded in data.json, never compared
+NOT_DATA = frozenset({"preprocess.log"})
+
+
+def same_data_key(record: dict) -> Optional[str]:
+    """What two runs must share to have trained on the same data: one sha256 over a data.json's files but NOT_DATA
+    (its "sha256" where it lists no files); None for a record without either."""
+    files = record.get("files")
+    if not isinstance(files, dict):
+        return record.get("sha256")
+    return hashlib.sha256("".join(f"{k} {v}\n" for k, v in sorted(files.items()) if k not in NOT_DATA).encode()).hexdigest()
+
+
 def fairseq_options(words: Sequence[str]) -> dict:
     """The options of a fairseq-train command line (words[0] is the program), the last of a repeated option
     winning as in argparse; a flag without a value is True; positional words (the data folder) are left out."""
@@ -120,11 +134,11 @@ def check_resume(save: Path, command: Sequence[str], fingerprint: dict, allow_ot
         return
     recorded = save / "data.json"
     if recorded.is_file():
-        before = json.loads(recorded.read_text()).get("sha256")
-        if before != fingerprint["sha256"]:
-            raise UsageError(f"{save}/checkpoint_last.pt was trained on other data than {command[1]} (data.json "
-                             f"sha256 {str(before)[:12]} vs {fingerprint['sha256'][:12]}): resume it on its own data, "
-                             f"or train into a new folder")
+        before, now = same_data_key(json.loads(recorded.read_text())), same_data_key(fingerprint)
+        if before != now:
+            raise UsageError(f"{save}/checkpoint_last.pt was trained on other data than {command[1]} (data.json's "
+                             f"files but {', '.join(sorted(NOT_DATA))}: sha256 {str(before)[:12]} vs {now[:12]}): "
+                             f"resume it on its own data, or train into a new folder")
     if allow_other_options or not (save / "command.txt").is_file():
         return
     old = fairseq_options(shlex.split((save / "command.txt").read_text()))
