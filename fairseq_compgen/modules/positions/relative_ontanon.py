@@ -89,16 +89,27 @@ class OntanonRelative(AttentionPosition):
         return clipped_labels(q_pos, k_pos, self.radius)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float, k: Optional[Tensor] = None) -> Tensor:
-        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q.r_c + b_c), broadcastable to [B, H, Tq, Tk]."""
-        labels = self.labels(q_pos, k_pos)  # [Tq, Tk] or [B, Tq, Tk]
-        out = None
-        if self.rel_bias is not None:
-            out = _bias_shape(self.rel_bias.to(q.dtype)[labels])  # [Tq, Tk] or [B, 1, Tq, Tk]
-        if self.rel_embedding is not None:
-            table = torch.einsum("bhqd,nd->bhqn", q, self.rel_embedding.to(q.dtype))  # [B, H, Tq, 2R+1]
-            e = gather_labels(table, labels)  # [B, H, Tq, Tk]
-            out = e if out is None else e + out
-        return out * scale
+        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q_i.r_c + b_c), broadcastable to [B, H, Tq, Tk].
+
+        The logit of every label is computed once per query, table[b, h, i, n] = scale * (q_i.r_n + b_n)
+        ([B, H, Tq, 2R+1]), then picked per key by its label: the same products and sums, in the same order, as
+        adding b_c to the gathered q_i.r_c and scaling the [B, H, Tq, Tk] result, on a table no larger than it.
+        """
+        R, b = self.radius, self.rel_bias
+        if self.rel_embedding is None:  # rel-b: no per-query table, scalar biases by label
+            if self.constant_label:
+                return (b[R:R + 1].to(q.dtype) * scale).view(1, 1)  # [1, 1]: every pair has l_0 (id R)
+            return _bias_shape(b.to(q.dtype)[self.labels(q_pos, k_pos)]) * scale  # [Tq, Tk] or [B, 1, Tq, Tk]
+        # every label's q_i.r_n, even where only l_0 is used: a one-column product sums in another order
+        table = torch.matmul(q, self.rel_embedding.to(q.dtype).t())  # [B, H, Tq, n]
+        if self.constant_label:  # every pair has l_0 (id R): one column, the same for every key
+            table, b = table[..., R:R + 1], (None if b is None else b[R:R + 1])  # [B, H, Tq, 1], [1]
+        if b is not None:
+            table = table + b.to(q.dtype)
+        table = table * scale
+        if self.constant_label:
+            return table  # [B, H, Tq, 1]
+        return gather_labels(table, self.labels(q_pos, k_pos))  # [B, H, Tq, Tk]
 
 
 def _register(name: str, embedding: bool, bias: bool, constant: bool):
