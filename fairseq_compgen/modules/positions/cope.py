@@ -62,7 +62,7 @@ class _CoPEBias(torch.autograd.Function):
     gates, each <= 1). Backward, without the zero tensors autograd builds for floor, clamp, both gathers and
     masked_fill; with G = dL/d(out), z = q . e, w = p - floor p:
         dz[n]   = sum over pairs with floor p = n of (1 - w) G  +  with ceil p = n of w G
-        dp      = G (z[ceil p] - z[floor p])                 (floor has no gradient; 0 where p was clipped)
+        dp      = G (z[ceil p] - z[floor p])                 (floor has no gradient; a clipped p is an integer)
         dg_t    = sum_{j <= t} dp_j                          (p_j = sum_{t >= j} g_t)
         da      = dg g (1 - g) scale                         (a = q . k; 0 for masked keys, whose g is 0)
         dq = da k + dz e,   dk = da^T q,   de = dz^T q
@@ -75,9 +75,7 @@ class _CoPEBias(torch.autograd.Function):
         g = torch.matmul(q, k.transpose(-1, -2))  # [B, H, Tq, Tk]: q_i . k_t
         g.mul_(scale).add_(skip).sigmoid_()  # g_it = sigmoid(q_i . k_t / sqrt(d_h)), 0 for keys after the query
         p = g.flip(-1).cumsum(-1).flip(-1)  # [B, H, Tq, Tk]: p_ij = sum_{t=j}^{i} g_it
-        clipped = None
         if Tk >= P:  # p can exceed the last embedding (p <= Tk)
-            clipped = p > P - 1
             p = p.clamp(max=P - 1)
         n = min(P, Tk + 1)  # the positions p can reach: 0..n-1
         z = torch.matmul(q, e[:n].t())  # [B, H, Tq, n]: q_i . e[n]
@@ -90,18 +88,16 @@ class _CoPEBias(torch.autograd.Function):
         out = w * z_hi
         out.add_(w_lo * z_lo)  # w e[ceil p] + (1 - w) e[floor p], dotted with q_i
         ctx.scale, ctx.n = scale, n
-        ctx.save_for_backward(q, k, e, g, w, w_lo, lo, hi, z_hi.sub_(z_lo), clipped)  # z_hi - z_lo
+        ctx.save_for_backward(q, k, e, g, w, w_lo, lo, hi, z_hi.sub_(z_lo))  # z_hi - z_lo
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
-        q, k, e, g, w, w_lo, lo, hi, z_diff, clipped = ctx.saved_tensors
+        q, k, e, g, w, w_lo, lo, hi, z_diff = ctx.saved_tensors
         B, H, Tq, dh = q.shape
         dz = torch.zeros(B, H, Tq, ctx.n, dtype=grad.dtype, device=grad.device)  # [B, H, Tq, n]
         dz.scatter_add_(-1, lo, grad * w_lo).scatter_add_(-1, hi, grad * w)
-        dp = grad * z_diff  # [B, H, Tq, Tk]
-        if clipped is not None:
-            dp.masked_fill_(clipped, 0.0)
+        dp = grad * z_diff  # [B, H, Tq, Tk] (0 where p was clipped: floor p = ceil p there)
         da = torch.ops.aten.sigmoid_backward(dp.cumsum_(-1), g).mul_(ctx.scale)  # [B, H, Tq, Tk]: d(q_i . k_t)
         dq = torch.matmul(da, k) + torch.matmul(dz, e[:ctx.n])  # [B, H, Tq, dh]
         dk = torch.matmul(da.transpose(-1, -2), q)  # [B, H, Tk, dh]
