@@ -85,10 +85,10 @@ class _CoPEBias(torch.autograd.Function):
         lo = lo.long()
         z_lo, z_hi = z.gather(-1, lo), z.gather(-1, hi)  # [B, H, Tq, Tk]
         w_lo = 1 - w  # [B, H, Tq, Tk]: weight of e[floor p]
-        out = w * z_hi
-        out.add_(w_lo * z_lo)  # w e[ceil p] + (1 - w) e[floor p], dotted with q_i
+        z_diff = z_hi - z_lo  # [B, H, Tq, Tk], for the gradient
+        out = z_hi.mul_(w).add_(z_lo.mul_(w_lo))  # w e[ceil p] + (1 - w) e[floor p], dotted with q_i
         ctx.scale, ctx.n = scale, n
-        ctx.save_for_backward(q, k, e, g, w, w_lo, lo, hi, z_hi.sub_(z_lo))  # z_hi - z_lo
+        ctx.save_for_backward(q, k, e, g, w, w_lo, lo, hi, z_diff)
         return out
 
     @staticmethod
@@ -96,8 +96,9 @@ class _CoPEBias(torch.autograd.Function):
         q, k, e, g, w, w_lo, lo, hi, z_diff = ctx.saved_tensors
         B, H, Tq, dh = q.shape
         dz = torch.zeros(B, H, Tq, ctx.n, dtype=grad.dtype, device=grad.device)  # [B, H, Tq, n]
-        dz.scatter_add_(-1, lo, grad * w_lo).scatter_add_(-1, hi, grad * w)
-        dp = grad * z_diff  # [B, H, Tq, Tk] (0 where p was clipped: floor p = ceil p there)
+        buf = grad * w_lo  # [B, H, Tq, Tk], reused below
+        dz.scatter_add_(-1, lo, buf).scatter_add_(-1, hi, torch.mul(grad, w, out=buf))
+        dp = torch.mul(grad, z_diff, out=buf)  # [B, H, Tq, Tk] (0 where p was clipped: floor p = ceil p there)
         da = torch.ops.aten.sigmoid_backward(dp.cumsum_(-1), g).mul_(ctx.scale)  # [B, H, Tq, Tk]: d(q_i . k_t)
         dq = torch.matmul(da, k) + torch.matmul(dz, e[:ctx.n])  # [B, H, Tq, dh]
         dk = torch.matmul(da.transpose(-1, -2), q)  # [B, H, Tk, dh]

@@ -103,13 +103,13 @@ class OntanonRelative(AttentionPosition):
         # every label's q_i.r_n, even where only l_0 is used: a one-column product sums in another order
         table = torch.matmul(q, self.rel_embedding.to(q.dtype).t())  # [B, H, Tq, n]
         if self.constant_label:  # every pair has l_0 (id R): one column, the same for every key
-            table, b = table[..., R:R + 1], (None if b is None else b[R:R + 1])  # [B, H, Tq, 1], [1]
+            table = table[..., R:R + 1]  # [B, H, Tq, 1]
+            if b is not None:
+                table = table + b[R:R + 1].to(q.dtype)
+            return table * scale  # [B, H, Tq, 1]
         if b is not None:
-            table = table + b.to(q.dtype)
-        table = table * scale
-        if self.constant_label:
-            return table  # [B, H, Tq, 1]
-        return gather_labels(table, self.labels(q_pos, k_pos))  # [B, H, Tq, Tk]
+            table.add_(b.to(q.dtype))  # in place: a fresh product, not needed for its gradient
+        return gather_labels(table.mul_(scale), self.labels(q_pos, k_pos))  # [B, H, Tq, Tk]
 
 
 def _register(name: str, embedding: bool, bias: bool, constant: bool):
