@@ -20,7 +20,9 @@ In decoder-to-encoder attention (`--cross-attn-pos`):
   term is the same for every key and cancels in the softmax (no position information), but the tables
   exist, which is why Table 11 counts the same parameters for rel-e and rel2-e.
 
-q.r_c is computed once per label ([B, H, Tq, 2R+1]) and gathered into [B, H, Tq, Tk] (`gather_labels`).
+q.r_c is computed once per label ([B, H, Tq, 2R+1]), b added and scaled there, and gathered into [B, H, Tq, Tk]
+(`gather_labels`); never an embedding per pair ([B, H, Tq, Tk, d_h]). With the constant l_0 the term is one column,
+[B, H, Tq, 1], broadcast over the keys.
 """
 from typing import Optional
 
@@ -89,11 +91,13 @@ class OntanonRelative(AttentionPosition):
         return clipped_labels(q_pos, k_pos, self.radius)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float, k: Optional[Tensor] = None) -> Tensor:
-        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q_i.r_c + b_c), broadcastable to [B, H, Tq, Tk].
+        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q_i.r_c + b_c), broadcastable to
+        [B, H, Tq, Tk].
 
-        The logit of every label is computed once per query, table[b, h, i, n] = scale * (q_i.r_n + b_n)
-        ([B, H, Tq, 2R+1]), then picked per key by its label: the same products and sums, in the same order, as
-        adding b_c to the gathered q_i.r_c and scaling the [B, H, Tq, Tk] result, on a table no larger than it.
+        The position term of every label is computed once per query, table[b, h, i, n] = scale * (q_i.r_n + b_n)
+        ([B, H, Tq, 2R+1]), then picked per key by its label: elementwise the same operations as adding b_c to the
+        gathered q_i.r_c and scaling the [B, H, Tq, Tk] result, so the same values, with one gather (whose
+        gradient also gives b's) instead of a gather and an index.
         """
         R, b = self.radius, self.rel_bias
         if self.rel_embedding is None:  # rel-b: no per-query table, scalar biases by label
