@@ -164,16 +164,48 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
             probs = dropout(torch.softmax(logits, dim=-1), self.dropout, True)  # [B, H, Tq, Tk]
             out = torch.matmul(probs, v)  # [B, H, Tq, dh]
         else:
-            is_causal = False
-            if bias is None and causal and key_padding_mask is None and Tq == Tk:
-                attn_mask, is_causal = None, True  # lets SDPA pick a fused kernel instead of materializing the mask
-            elif bias is None:
-                attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
+            if bias is not None and bias.requires_grad and q.device.type == "cpu":
+                # SDPA would take its math path (CPU kernels do not give a bias its gradient): the same, cheaper
+                out = _biased_attention(q_content, k, v, bias.to(q.dtype), blocked, self.scale)  # [B, H, Tq, dh]
             else:
-                attn_mask = bias.to(q.dtype)
-                if blocked is not None:
-                    attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
-            out = F.scaled_dot_product_attention(q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                                 scale=self.scale)  # [B, H, Tq, dh]
+                is_causal = False
+                if bias is None and causal and key_padding_mask is None and Tq == Tk:
+                    attn_mask, is_causal = None, True  # lets SDPA pick a fused kernel instead of materializing the mask
+                elif bias is None:
+                    attn_mask = None if blocked is None else ~blocked  # SDPA: True = may attend
+                else:
+                    attn_mask = bias.to(q.dtype)
+                    if blocked is not None:
+                        attn_mask = attn_mask.masked_fill(blocked, float("-inf"))
+                out = F.scaled_dot_product_attention(q_content, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                     scale=self.scale)  # [B, H, Tq, dh]
         out = out.transpose(1, 2).reshape(B, Tq, self.embed_dim)
         return self.out_proj(out)
+
+
+def _biased_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, blocked: Optional[Tensor], scale: float) -> Tensor:
+    """softmax_j(scale * q.k + bias, blocked pairs excluded) v: [B, H, Tq, dh].
+
+    The operations of SDPA's math path (which SDPA takes on CPU for a bias that needs a gradient) in the same
+    order, so the result is bitwise the same (q and k each scaled by sqrt(scale), as SDPA does), but cheaper: the
+    mask is added as 0 / -inf from a tensor of the mask's own (small) shape instead of filling a copy of the bias
+    (x + 0 is x, x + -inf is -inf), and rows with no key allowed (SDPA's "safe softmax" gives them zero
+    probabilities) are found on the small mask instead of by scanning every row of the logits.
+    q [B, H, Tq, dh], k and v [B, H, Tk, dh], bias broadcastable to [B, H, Tq, Tk], blocked bool broadcastable to it.
+    """
+    s = scale**0.5
+    logits = torch.matmul(q * s, k.transpose(-1, -2) * s)  # [B, H, Tq, Tk], a fresh tensor: updated in place
+    logits.add_(bias)
+    dead = None
+    if blocked is not None:
+        dead = blocked.all(dim=-1, keepdim=True)  # [.., Tq, 1]: queries that may see no key
+        if bool(dead.any()):  # their softmax is NaN: filled (no gradient flows through blocked logits), then zeroed
+            logits.masked_fill_(blocked, float("-inf"))
+        else:
+            logits.add_(torch.zeros(blocked.shape, dtype=logits.dtype, device=logits.device)
+                        .masked_fill_(blocked, float("-inf")))  # the mask's shape, e.g. [B, 1, 1, Tk] or [1, 1, Tq, Tk]
+            dead = None
+    probs = torch.softmax(logits, dim=-1)  # [B, H, Tq, Tk]
+    if dead is not None:
+        probs = probs.masked_fill(dead, 0.0)
+    return torch.matmul(probs, v)

@@ -20,7 +20,9 @@ In decoder-to-encoder attention (`--cross-attn-pos`):
   term is the same for every key and cancels in the softmax (no position information), but the tables
   exist, which is why Table 11 counts the same parameters for rel-e and rel2-e.
 
-q.r_c is computed once per label ([B, H, Tq, 2R+1]) and gathered into [B, H, Tq, Tk] (`gather_labels`).
+q.r_c is computed once per label ([B, H, Tq, 2R+1]), b added and scaled there, and gathered into [B, H, Tq, Tk]
+(`gather_labels`); never an embedding per pair ([B, H, Tq, Tk, d_h]). With the constant l_0 the term is one column,
+[B, H, Tq, 1], broadcast over the keys.
 """
 from typing import Optional
 
@@ -89,16 +91,29 @@ class OntanonRelative(AttentionPosition):
         return clipped_labels(q_pos, k_pos, self.radius)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float, k: Optional[Tensor] = None) -> Tensor:
-        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q.r_c + b_c), broadcastable to [B, H, Tq, Tk]."""
-        labels = self.labels(q_pos, k_pos)  # [Tq, Tk] or [B, Tq, Tk]
-        out = None
-        if self.rel_bias is not None:
-            out = _bias_shape(self.rel_bias.to(q.dtype)[labels])  # [Tq, Tk] or [B, 1, Tq, Tk]
-        if self.rel_embedding is not None:
-            table = torch.einsum("bhqd,nd->bhqn", q, self.rel_embedding.to(q.dtype))  # [B, H, Tq, 2R+1]
-            e = gather_labels(table, labels)  # [B, H, Tq, Tk]
-            out = e if out is None else e + out
-        return out * scale
+        """q [B, H, Tq, dh]; q_pos [Tq]; k_pos [Tk] or [B, Tk] -> scale * (q_i.r_c + b_c), broadcastable to
+        [B, H, Tq, Tk].
+
+        The position term of every label is computed once per query, table[b, h, i, n] = scale * (q_i.r_n + b_n)
+        ([B, H, Tq, 2R+1]), then picked per key by its label: elementwise the same operations as adding b_c to the
+        gathered q_i.r_c and scaling the [B, H, Tq, Tk] result, so the same values, with one gather (whose
+        gradient also gives b's) instead of a gather and an index.
+        """
+        R, b = self.radius, self.rel_bias
+        if self.rel_embedding is None:  # rel-b: no per-query table, scalar biases by label
+            if self.constant_label:
+                return (b[R:R + 1].to(q.dtype) * scale).view(1, 1)  # [1, 1]: every pair has l_0 (id R)
+            return _bias_shape(b.to(q.dtype)[self.labels(q_pos, k_pos)]) * scale  # [Tq, Tk] or [B, 1, Tq, Tk]
+        # every label's q_i.r_n, even where only l_0 is used: a one-column product sums in another order
+        table = torch.matmul(q, self.rel_embedding.to(q.dtype).t())  # [B, H, Tq, n]
+        if self.constant_label:  # every pair has l_0 (id R): one column, the same for every key
+            table = table[..., R:R + 1]  # [B, H, Tq, 1]
+            if b is not None:
+                table = table + b[R:R + 1].to(q.dtype)
+            return table * scale  # [B, H, Tq, 1]
+        if b is not None:
+            table.add_(b.to(q.dtype))  # in place: a fresh product, not needed for its gradient
+        return gather_labels(table.mul_(scale), self.labels(q_pos, k_pos))  # [B, H, Tq, Tk]
 
 
 def _register(name: str, embedding: bool, bias: bool, constant: bool):
