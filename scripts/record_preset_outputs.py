@@ -52,10 +52,13 @@ def inputs(model, B=2, S=6, T=5):
     return src, src.ne(PAD).sum(1), prev
 
 
-def record(arch: str) -> dict:
+def record(arch: str, dtype: torch.dtype = torch.float32) -> dict:
+    """The fixture's record of `arch`; with dtype=torch.float64 the same weights (float32 values widen exactly) and
+    inputs computed in float64: the function itself, without float32 rounding (tests/test_preset_equivalence.py)."""
     torch.manual_seed(0)
     model = build_model(arch, **SMALL).eval()
     fill_by_name(model)
+    model.to(dtype)
     src, lengths, prev = inputs(model)
     with torch.no_grad():
         out = model(src, lengths, prev)
