@@ -48,13 +48,17 @@ prep_once() {
   compgen prep "$@"
 }
 
+committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed under results/campaign
+  git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$1/done.json" >/dev/null 2>&1
+}
+
 collect() {  # copy and commit every finished run of a sweep not yet in results/campaign
   local sweep=$1 name=$2 d rel dest
   for d in runs/"$name"/*/*/seed*/; do
     [ -f "$d/done.json" ] || continue
     rel=${d#runs/}; rel=${rel%/}; dest="$REPO/results/campaign/$rel"
-    if git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$rel/done.json" >/dev/null 2>&1; then
-      continue  # committed already
+    if committed "$rel"; then
+      continue
     fi
     if [ ! -f "$dest/done.json" ]; then  # else copied by a campaign stopped before its commit: commit it now
       mkdir -p "$dest.tmp/eval"
@@ -104,7 +108,7 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
   while read -r run; do
     # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)
-    if git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$name/$run/done.json" >/dev/null 2>&1; then
+    if committed "$name/$run"; then
       continue
     fi
     compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true

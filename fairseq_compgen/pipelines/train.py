@@ -77,8 +77,12 @@ def data_fingerprint(data: Path) -> dict:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
         files[f.name] = h.hexdigest()
-    return {"sha256": hashlib.sha256("".join(f"{k} {v}\n" for k, v in files.items()).encode()).hexdigest(),
-            "files": files}
+    return {"sha256": _files_digest(files), "files": files}
+
+
+def _files_digest(files: dict) -> str:
+    """One sha256 over {file name: sha256}, in name order."""
+    return hashlib.sha256("".join(f"{k} {v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
 
 
 # written beside the binarized data by fairseq-preprocess: its command line (with the folders' paths) and messages,
@@ -92,7 +96,7 @@ def same_data_key(record: dict) -> Optional[str]:
     files = record.get("files")
     if not isinstance(files, dict):
         return record.get("sha256")
-    return hashlib.sha256("".join(f"{k} {v}\n" for k, v in sorted(files.items()) if k not in NOT_DATA).encode()).hexdigest()
+    return _files_digest({k: v for k, v in files.items() if k not in NOT_DATA})
 
 
 def fairseq_options(words: Sequence[str]) -> dict:
