@@ -168,16 +168,14 @@ def main(argv=None):
         r["step_ms"] = statistics.median(x["step_ms"] for x, _ in pairs)
         r["ref_step_ms"], r["ref_peak_mb"] = statistics.median(y["step_ms"] for _, y in pairs), s["peak_mb"]
         r["reference"] = ref_name
-        r["time_ratio"] = statistics.median(x["step_ms"] / y["step_ms"] for x, y in pairs)
-        r["time_ratios"] = [round(x["step_ms"] / y["step_ms"], 3) for x, y in pairs]
+        r.update(_ratios(pairs))
         r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
         vs_prev = "" if not previous else f" {'(new)':>7s}"  # an arch the earlier commit does not have
         if prev_pairs:
             r["previous"] = {"commit": previous["commit"],
                              "step_ms": statistics.median(y["step_ms"] for _, y in prev_pairs),
                              "params": prev_pairs[0][1]["params"], "peak_mb": prev_pairs[0][1]["peak_mb"],
-                             "time_ratio": statistics.median(x["step_ms"] / y["step_ms"] for x, y in prev_pairs),
-                             "time_ratios": [round(x["step_ms"] / y["step_ms"], 3) for x, y in prev_pairs],
+                             **_ratios(prev_pairs),
                              "time_ratio_to_ref": statistics.median(y["step_ms"] / z["step_ms"]
                                                                     for (_, y), (_, z) in zip(prev_pairs, pairs))}
             vs_prev = f" {r['previous']['time_ratio']:7.2f}"
@@ -195,6 +193,12 @@ def main(argv=None):
                        "previous": previous and previous["commit"],
                        "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
+
+
+def _ratios(pairs) -> dict:
+    """(measured, reference) rows of each round -> the median step-time ratio and each round's."""
+    ratios = [x["step_ms"] / y["step_ms"] for x, y in pairs]
+    return {"time_ratio": statistics.median(ratios), "time_ratios": [round(q, 3) for q in ratios]}
 
 
 def _export_package(ref: str, root: str) -> dict:
