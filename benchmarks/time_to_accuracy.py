@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from fairseq_compgen.pipelines import train
-from fairseq_compgen.pipelines.runner import drop_copies_of_last
+from fairseq_compgen.pipelines.train import drop_copies_of_last
 from fairseq_compgen.pipelines.train_log import parse_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -126,6 +126,26 @@ def _train_losses_from(text: str):
     return {int(r["num_updates"]): float(r["loss"]) for r in records}
 
 
+def test_train_keeps_one_copy_of_the_last_checkpoint(scan_bin, tmp_path):
+    """fairseq-train writes each save as checkpoint_E_U.pt and copies it to checkpoint_last.pt (and _best): a plain
+    `fairseq-compgen train` removes the copies identical to checkpoint_last.pt when it ends; earlier saves stay."""
+    save = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", "compgen_transformer_scan", str(scan_bin),
+           str(save), *TINY.split(), "--max-update", "4", "--batch-size", "16", "--save-interval-updates", "2",
+           "--validate-interval-updates", "2"]
+    done = subprocess.run(cmd, env=runner.tool_env(threads=1), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    written = set(re.findall(r"Saved checkpoint \S*/(checkpoint\w*\.pt) \(epoch \d+ @ (\d+) updates",
+                             done.stdout + done.stderr))  # fairseq's log: (file, update)
+    assert {u for _, u in written} == {"2", "4"}, written
+    kept = sorted(p.name for p in save.glob("checkpoint*.pt"))
+    fourth = {f for f, u in written if u == "4" and f not in ("checkpoint_last.pt", "checkpoint_best.pt")}
+    second = {f for f, u in written if u == "2" and f not in ("checkpoint_last.pt", "checkpoint_best.pt")}
+    assert fourth and not fourth & set(kept) and second <= set(kept) and "checkpoint_last.pt" in kept, (written, kept)
+    last = (save / "checkpoint_last.pt").read_bytes()
+    assert all((save / k).read_bytes() != last for k in kept if k not in ("checkpoint_last.pt", "checkpoint_best.pt"))
+
+
 # ------------------------------------------------------------------------------------- distributed CPU (gloo)
 def test_two_cpu_ranks_match_single_process(scan_bin, tmp_path):
     """2 ranks x batch 8 == 1 process x batch 16: same seed (same init and same length-sorted order), dropout 0,

@@ -183,7 +183,6 @@ class Runner:
         tmp = run.path / (DONE + ".tmp")
         tmp.write_text(json.dumps(done, indent=1))
         tmp.replace(run.path / DONE)
-        drop_copies_of_last(run.path)  # the interval copy of the last save; checkpoint_best.pt stays
         key = scoring.get(run.metric).key
         self.echo(f"done   {run.name}: " + ", ".join(f"{k} {key} {v.get(key, float('nan')):.4f}"
                                                   for k, v in done["metrics"].items()))
@@ -212,24 +211,6 @@ def trained_at(save: Path) -> List[str]:
     else:
         lines = first.read_text().splitlines()[:1] if first.is_file() else []
     return list(dict.fromkeys(line.strip() for line in lines))
-
-
-def drop_copies_of_last(save: Path, best: bool = False) -> List[Path]:
-    """Remove the checkpoints of a finished run that hold the same bytes as its ``checkpoint_last.pt``: fairseq
-    writes every save as ``checkpoint_E_U.pt`` and copies it to ``checkpoint_last.pt`` (and ``checkpoint_best.pt``
-    when it is the best), so a finished run kept three identical files. ``checkpoint_last.pt`` (what fairseq-train
-    resumes from and `fairseq-compgen eval` reads) always stays; ``checkpoint_best.pt`` too unless ``best``.
-    Returns what was removed."""
-    import filecmp
-
-    last = Path(save) / "checkpoint_last.pt"
-    if not last.is_file():
-        return []
-    candidates = sorted(Path(save).glob("checkpoint_*_*.pt")) + ([Path(save) / "checkpoint_best.pt"] if best else [])
-    gone = [p for p in candidates if p.is_file() and p != last and filecmp.cmp(p, last, shallow=False)]
-    for p in gone:
-        p.unlink()
-    return gone
 
 
 def _write_holder(fd: int, pgid: Optional[int]) -> None:

@@ -380,12 +380,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     f"{OTHER_OPTIONS_FLAG}: {shlex.join(command)}\n")
     record(save, "data.json", json.dumps(fingerprint))
     if a.nprocs > 1:
-        return subprocess.call(command)
-    try:
-        run_fairseq_train(args)
-    except KeyboardInterrupt:
-        raise Interrupted(interrupted(save)) from None
-    return 0
+        rc = subprocess.call(command)
+    else:
+        try:
+            run_fairseq_train(args)
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted(save)) from None
+        rc = 0
+    if rc == 0:
+        drop_copies_of_last(save)  # the interval copy of the last save; checkpoint_best.pt stays
+    return rc
+
+
+def drop_copies_of_last(save: Path, best: bool = False) -> List[Path]:
+    """Remove the checkpoints of a finished run that hold the same bytes as its ``checkpoint_last.pt``: fairseq
+    writes every save as ``checkpoint_E_U.pt`` (or ``checkpointE.pt`` at an epoch's end) and copies it to ``checkpoint_last.pt`` (and ``checkpoint_best.pt``
+    when it is the best), so a finished run kept three identical files. ``checkpoint_last.pt`` (what fairseq-train
+    resumes from and `fairseq-compgen eval` reads) always stays; ``checkpoint_best.pt`` too unless ``best``.
+    Returns what was removed."""
+    import filecmp
+
+    last = Path(save) / "checkpoint_last.pt"
+    if not last.is_file():
+        return []
+    saves = sorted(Path(save).glob("checkpoint_*_*.pt")) + sorted(Path(save).glob("checkpoint[0-9]*.pt"))  # _E_U, E
+    candidates = saves + ([Path(save) / "checkpoint_best.pt"] if best else [])
+    gone = [p for p in candidates if p.is_file() and p != last and filecmp.cmp(p, last, shallow=False)]
+    for p in gone:
+        p.unlink()
+    return gone
 
 
 def worker(argv: List[str]) -> int:
