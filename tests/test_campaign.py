@@ -122,3 +122,26 @@ def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
     missing = subprocess.run([sys.executable, script, fp32, tmp_path, "--seeds", "1"], capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
     assert str(tmp_path / "seed1") in missing.stderr
+
+
+def test_every_step_of_the_campaigns_queues_selects_runs():
+    """campaign/queue*.txt, as scripts/campaign.sh reads them: every sweep step names a sweep file of this
+    repository whose plan has at least one run matching the step's glob (a mistyped glob would run nothing and say
+    nothing), and every prep step's options parse with that dataset's parser."""
+    from fairseq_compgen import prep
+    from fairseq_compgen.pipelines import sweep
+
+    queues = sorted((REPO / "campaign").glob("queue*.txt"))
+    assert [q.name for q in queues] == ["queue.txt", "queue_positions.txt"]
+    for queue in queues:
+        for number, line in enumerate(queue.read_text().splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            where = f"{queue.name}:{number}: {line}"
+            first, rest = line.split(maxsplit=1)
+            if first == "prep":
+                name, *options = rest.split()
+                assert prep.module(name).parse_args(options), where
+                continue
+            runs = sweep.plan(sweep.load_sweep(REPO / first), Path("/nonexistent"), cpu=True)
+            assert sweep.select(runs, [rest.strip()]), where
