@@ -1,4 +1,4 @@
-"""The bf16-autocast parity verdict of campaign/autocast_parity_scan26.yaml (issue 22), from committed raw files.
+"""The bf16-autocast parity verdict of campaign/autocast_parity_scan26.yaml, from committed raw files.
 
     python campaign/parity_verdict.py results/campaign/csordas_scan26_5k/scan/rel_uni_trafo \
         results/campaign/autocast_parity_scan26/scan/rel_uni_trafo_bf16 --seeds 1 2 3

@@ -18,7 +18,7 @@ The callers:
 torch's own environment variables are left as the user set them; this module never sets any. Because :func:`load`
 always passes `weights_only` explicitly, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (which only changes a torch.load that
 does not pass it) does not unlock it; TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 keeps even an opted-in load weights-only.
-Before issue 23, fairseq's loader ran with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 forced for the call.
+Earlier versions of this package ran fairseq's loader with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 forced for the call.
 
 Importing this module imports neither torch nor numpy (the `fairseq-compgen` command starts without them).
 """

@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# The reproduction campaign (issue 22): runs campaign/queue.txt's steps in order, resuming, from a clean committed
+# The reproduction campaign: runs campaign/queue.txt's steps in order, resuming, from a clean committed
 # checkout outside the working tree, and commits each finished run's raw files into this repository.
 #
-#   nohup bash scripts/campaign.sh > /work/campaign/campaign.log 2>&1 &     (THREADS=1 default; JOBS=1)
+#   nohup bash scripts/campaign.sh > ../campaign/campaign.log 2>&1 &     (THREADS=1 default; JOBS=1)
 #
 # campaign/queue.txt: one step per line, "SWEEP_FILE RUN_GLOB" (a sweep file of this repository, the runs to run in
 # order), or "prep ARGS... --out DIR" (fairseq-compgen prep, skipped when DIR exists; relative to STATE).
-# STATE (default /work/campaign) holds the checkout (tree/, a git worktree at this repository's HEAD, which must be
-# clean), the data it prepares itself (data/) and the run folders (runs/). A run already done (in runs/, or recorded
-# in results/campaign/ when STATE is new, e.g. on a fresh machine) is skipped, a run
-# with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json, eval/*.json, command.txt,
-# launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's *.history: every commit
-# it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with `git commit -- <that folder>` only
-# (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or changed, so that
-# `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in progress in this
-# checkout is never committed.
+# STATE (default: the folder campaign beside this checkout, ../campaign) holds the checkout (tree/, a git worktree
+# at this repository's HEAD, which must be clean), the data it prepares itself (data/) and the run folders (runs/).
+# A run already done (in runs/, or recorded in results/campaign/ when STATE is new, e.g. on a fresh machine) is
+# skipped, a run with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json,
+# eval/*.json, command.txt, launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's
+# *.history: every commit it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with
+# `git commit -- <that folder>` only (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or
+# changed, so that `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in
+# progress in this checkout is never committed.
 set -euo pipefail
 REPO=${CAMPAIGN_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
-STATE=${STATE:-/work/campaign}
+STATE=${STATE:-$(dirname "$REPO")/campaign}
 THREADS=${THREADS:-1}
 JOBS=${JOBS:-1}
 cd "$REPO"
@@ -39,13 +39,13 @@ export PYTHONPATH="$TREE" OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 cd "$STATE"
 "$PY" -c "import fairseq_compgen, sys; p = fairseq_compgen.__file__; sys.exit(0 if p.startswith('$TREE/') else
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
-compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
+fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
 prep_once() {
   local out="" prev=""
   for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
   if [ -n "$out" ] && [ -e "$out" ]; then return 0; fi
-  compgen prep "$@"
+  fcg prep "$@"
 }
 
 committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed under results/campaign
@@ -105,13 +105,13 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   name=$(basename "$sweep" .yaml)
   echo "campaign: $(date -Is) step $sweep $glob"
   # one run at a time, so that each run's files are committed as soon as it finishes
-  compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
+  fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
   while read -r run; do
     # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)
     if committed "$name/$run"; then
       continue
     fi
-    compgen sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
+    fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
   done
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU one-shot (issue 22): on a GPU machine lent for short slices, one slice of at most 10 minutes that
+# The GPU one-shot: on a GPU machine lent for short slices, one slice of at most 10 minutes that
 # installs, prepares data, and trains a paper table's cells at the paper's budget as concurrent processes on the one
 # GPU, then brings back the raw files. Call it again in the next slice: finished runs are skipped, the others resume
 # from their checkpoints (kept in runs/ while the machine stays warm, and carried back in $OUT/carry otherwise).
@@ -46,7 +46,7 @@ else
   echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see the top of this script)"; exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-compgen() { "$PY" -m fairseq_compgen.cli "$@"; }
+fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 [ "${CPU:-0}" = 1 ] || nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
 # 2. data: our own generators, no download
@@ -56,7 +56,7 @@ for p in "${preps[@]}"; do
   read -ra args <<< "$p"
   out=""; for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --out ] && out=${args[i+1]}; done
   if [ -n "$out" ] && [ -d "$out" ]; then echo "oneshot: $out exists, prep skipped"; continue; fi
-  compgen prep "${args[@]}" || { echo "oneshot: prep $p failed"; exit 1; }
+  fcg prep "${args[@]}" || { echo "oneshot: prep $p failed"; exit 1; }
 done
 
 runs=${RUNS:-runs/oneshot}/$(basename "$SWEEP" .yaml)

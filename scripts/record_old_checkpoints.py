@@ -1,6 +1,6 @@
 """Tiny checkpoints trained by an older fairseq_compgen, and their outputs: the fixture of
-tests/test_old_checkpoints.py (checkpoints trained before issue 24's positions refactor still load and give the
-same outputs).
+tests/test_old_checkpoints.py (checkpoints trained before the positions refactor, modules/positions/, still load
+and give the same outputs).
 
     git archive 0880ec7 | tar -x -C /tmp/old          # the tree before the refactor
     PYTHONPATH=/tmp/old python scripts/record_old_checkpoints.py tests/fixtures/old_checkpoints

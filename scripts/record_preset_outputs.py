@@ -7,7 +7,8 @@ the parameter's *name*: each tensor is filled from a generator seeded with crc32
 state_dict keys and shapes are unchanged gets the same weights whatever order its modules are built in.
 Every preset keeps its mechanisms and layer counts but is built at a small width (SMALL: d 32, d_FF 64, 4 heads)
 so the test stays fast. Recorded per architecture: a digest of the state_dict keys and shapes, and the
-log-probabilities of the full forward pass (eval mode) on fixed, left-padded inputs. Written at commit 0880ec7 (before issue 24's positions refactor).
+log-probabilities of the full forward pass (eval mode) on fixed, left-padded inputs. Written at commit 0880ec7
+(before the positions refactor, modules/positions/).
 """
 import hashlib
 import sys

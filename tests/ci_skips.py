@@ -1,4 +1,4 @@
-"""A pytest plugin (loaded by conftest.py): under CI=true a skipped test fails the run (issue 23).
+"""A pytest plugin (loaded by conftest.py): under CI=true a skipped test fails the run.
 
 Locally a test may skip when the shared datasets (../shared/data) or an extra (submitit, ...) are missing; CI has
 both, so there a skip means a test that did not run while the run looked green. With CI=true every skip, at

@@ -1,4 +1,4 @@
-"""scripts/campaign.sh (issue 22) on a tiny queue in a clone of this repository: it trains from a clean worktree of
+"""scripts/campaign.sh on a tiny queue in a clone of this repository: it trains from a clean worktree of
 HEAD outside the working tree, runs the queue's steps in order, commits each finished run's raw files (records, eval
 JSONs, a hash of its data) in a commit of that folder alone (with the sweep's sweep.json, so the committed folder
 aggregates), skips finished runs when restarted (also from a new

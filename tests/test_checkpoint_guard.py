@@ -1,4 +1,4 @@
-"""Issue 16, "No silent wrong results": a checkpoint is refused, in one line, where it does not belong.
+"""No silent wrong results: a checkpoint is refused, in one line, where it does not belong.
 
 With the ordinary fairseq commands on real SCAN data: evaluating on dictionaries of the same size in another order
 (scored 0.000 instead of the model's accuracy, exit 0, before), resuming a save folder with another --arch whose

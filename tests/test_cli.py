@@ -1,4 +1,4 @@
-"""The `fairseq-compgen` command and the recipes (issue 14): recipes as data give exactly the fairseq-train commands the
+"""The `fairseq-compgen` command and the recipes: recipes as data give exactly the fairseq-train commands the
 removed bash scripts gave, recipe-file errors name the file and line, `fairseq-compgen --help` imports neither fairseq
 nor torch, the sweep refuses a run whose recipe changed, and every subcommand answers --help."""
 import json

@@ -1,4 +1,4 @@
-"""Data-prep for COGS, CFQ, PCFG SET and Mathematics (issue 7), on the real copies in shared/data.
+"""Data-prep for COGS, CFQ, PCFG SET and Mathematics, on the real copies in shared/data.
 
 COGS: Kim & Linzen (2020); CFQ: Keysers et al. (2020); PCFG SET: Hupkes et al.
 (2020); Mathematics: Saxton et al. (2019); statistics: Csordás et al. (2021), Table 10
@@ -457,7 +457,7 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Issue 16: documented commands, atomic replacement, empty subsets
+# Documented commands, atomic replacement, empty subsets
 # ---------------------------------------------------------------------------
 
 
@@ -576,7 +576,7 @@ def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Issue 16: files cut short, invalid UTF-8, corrupt archives and downloads name the file
+# Files cut short, invalid UTF-8, corrupt archives and downloads name the file
 # ---------------------------------------------------------------------------
 
 

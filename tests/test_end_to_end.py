@@ -55,7 +55,7 @@ def test_training_logs_accuracy_on_every_valid_subset(trained):
 
 
 def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
-    """Issue 16: fairseq-train resumed at --max-update trains one more update and overwrites the checkpoint."""
+    """fairseq-train resumed at --max-update trains one more update and overwrites the checkpoint."""
     save, _ = trained
     ckpt = save / "checkpoint_last.pt"
     before = (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text())
@@ -65,7 +65,7 @@ def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
 
 
 def test_a_failed_command_keeps_the_recorded_one(trained, scan):
-    """Issue 16: a failing (here mistyped) command used to overwrite the run's command.txt."""
+    """A failing (here mistyped) command used to overwrite the run's command.txt."""
     save, _ = trained
     before = (save / "command.txt").read_text()
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")

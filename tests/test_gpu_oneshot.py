@@ -1,4 +1,4 @@
-"""scripts/gpu_oneshot.sh (issue 22), run on CPU with a tiny budget as the test of the GPU command: a slice that ends
+"""scripts/gpu_oneshot.sh, run on CPU with a tiny budget as the test of the GPU command: a slice that ends
 mid-training brings back the run's records, its checkpoint to carry and its steps/s; a fresh machine given the carried
 folder resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back."""
 import json

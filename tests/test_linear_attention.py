@@ -256,7 +256,7 @@ def test_presets_follow_the_paper():
 
 
 def test_flags_that_cannot_take_effect_are_refused():
-    """Issue 16: a flag the configuration would silently ignore is an error naming the flag."""
+    """A flag the configuration would silently ignore is an error naming the flag."""
     with pytest.raises(ValueError, match=r"--cross-attn-pos rel-eb has no effect with --self-attn-type linear"):
         build("linear_l2_uni_transformer_scan", cross_attn_pos="rel-eb")
     with pytest.raises(ValueError, match=r"--rel-radius must be >= 1, got 0"):

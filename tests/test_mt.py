@@ -1,4 +1,4 @@
-"""Machine-translation data and metrics (issue 8): IWSLT'14 XML, FLoRes end to end with BLEU, the
+"""Machine-translation data and metrics: IWSLT'14 XML, FLoRes end to end with BLEU, the
 noun-adjective En-Fr set from Europarl with its drop counts, COMP as a scorer and as a validation metric."""
 import io
 import os
@@ -320,7 +320,7 @@ def test_europarl_train_comp_validation_generate_comp_and_bleu(europarl, tmp_pat
     assert 0.0 <= bleu.main([str(tmp_path / "gen.txt")])["bleu"] <= 100.0
 
 
-# --------------------------------------------------------------------------- issue 16: damaged inputs named
+# ------------------------------------------------------------------------------------ damaged inputs named
 
 
 def test_flores_truncated_archive_and_member_name_the_file(tmp_path):

@@ -1,4 +1,4 @@
-"""Issue 23: nothing the user made is destroyed without being asked. A prep rerun replaces only what prep
+"""Nothing the user made is destroyed without being asked. A prep rerun replaces only what prep
 writes (not `fairseq-compgen prep russin`'s russin/ or a file of the user) and refuses a plain file where its
 folder goes; an evaluation of another checkpoint does not replace the results aggregate reads, and says which
 checkpoint it scored."""

@@ -1,5 +1,5 @@
-"""Checkpoints trained before issue 24's positions refactor still load, with fairseq's own loader, and give the
-outputs they gave then. The fixture (tests/fixtures/old_checkpoints/) was written by
+"""Checkpoints trained before the positions refactor (modules/positions/) still load, with fairseq's own loader, and
+give the outputs they gave then. The fixture (tests/fixtures/old_checkpoints/) was written by
 scripts/record_old_checkpoints.py running the tree of commit 0880ec7: tiny presets of every position family then
 (sinusoidal, Transformer-XL, T5 bias, Ontañón's rel-eb in self- and cross-attention with the copy decoder)."""
 import importlib.util

@@ -1,4 +1,4 @@
-"""Issue 23 item 5, "one line, never a traceback": each misuse below stops the real command with exit status 1
+"""One line, never a traceback: each misuse below stops the real command with exit status 1
 and one last line `fairseq_compgen: error: ...` naming the file or flag and what was expected (Ctrl-C: 130 and
 `fairseq_compgen: interrupted: ...` saying what was kept and how to resume), and no Python traceback."""
 import json
@@ -51,7 +51,7 @@ def run(scan_bin, tmp_path_factory):
     return save
 
 
-# ------------------------------------------------------------------------------ 1, 2: output folders
+# ------------------------------------------------------------------------------------ output folders
 def test_prep_out_is_a_file(tmp_path):
     (tmp_path / "data").write_text("the user's file\n")
     last = one_line(compgen("prep", "scan", "--split", "length_cutoff_26", "--out", tmp_path / "data"))
@@ -125,7 +125,7 @@ def test_eval_default_folder_is_a_file(scan_bin, tmp_path):
     assert f"{tmp_path / 'eval'} is a file, so no folder can be made there" in last
 
 
-# ------------------------------------------------------------------------------ 3: not a checkpoint
+# --------------------------------------------------------------------------------- not a checkpoint
 @pytest.mark.parametrize("kind", ["text", "empty", "truncated", "other"])
 def test_eval_of_a_file_that_is_no_checkpoint(kind, run, scan_bin, tmp_path):
     ckpt = tmp_path / "x.pt"
@@ -147,7 +147,7 @@ def test_eval_of_a_file_that_is_no_checkpoint(kind, run, scan_bin, tmp_path):
     assert not list((tmp_path / "ev").glob("gen.*"))
 
 
-# ------------------------------------------------------------------------------ 4: a binary file to score
+# --------------------------------------------------------------------------------- a binary file to score
 @pytest.mark.parametrize("scorer", ["exact_match", "bleu", "comp"])
 def test_score_of_a_binary_file(scorer, tmp_path):
     log = tmp_path / "generate.txt"
@@ -168,7 +168,7 @@ def test_score_comp_of_binary_metadata(tmp_path):
                     f"(fairseq-compgen prep noun_adj's test.comp)")
 
 
-# ------------------------------------------------------------------------------ 5, 6: aggregate and sweep
+# ------------------------------------------------------------------------------------ aggregate and sweep
 def _sweep_out(out: Path, done: str = '{"accuracy": {}}') -> Path:
     """A sweep output folder with one finished run (eval/gen.json) whose done.json holds `done`; its run folder."""
     folder = out / "scan" / "c" / "seed1"
@@ -232,7 +232,7 @@ def test_sweep_names_a_broken_done_json(scan_bin, tmp_path):
     assert (r.path / "done.json").read_text() == '{"run": "d/c/seed1", "accu'
 
 
-# ------------------------------------------------------------------------------ 7: Ctrl-C
+# --------------------------------------------------------------------------------- Ctrl-C
 def _sigint_default():
     """In the child: Ctrl-C as at a terminal. A command started with `&` by a non-interactive shell (CI runners,
     nohup ... &) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
@@ -290,7 +290,7 @@ def test_ctrl_c_during_training(scan_bin, tmp_path):
                                f"(checkpoint_last.pt); rerun the same command to resume")
 
 
-# ------------------------------------------------------------------------------ item 7: found while hunting
+# -------------------------------------------------------------------------------------- found while hunting
 def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
     """fairseq reads --max-update 0 as no limit: with the recipe's epoch limit absent it trained until killed."""
     last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "0"))

@@ -1,4 +1,4 @@
-"""Experiment pipelines (issues 9, 14): sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
+"""Experiment pipelines: sweep runner (run, resume, skip, evaluate), aggregator (tables, plots),
 `fairseq-compgen train --nprocs 2 --cpu` (torchrun, gloo) against the single-process run, and the sweep files."""
 import csv
 import json
@@ -338,7 +338,7 @@ def test_dry_run_prints_commands(tmp_path, scan_bin):
 
 @pytest.mark.parametrize("recipe", [["--recipe", "csordas/scan"], []])
 def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
-    """Issue 16: dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder."""
+    """Dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder."""
     for side in ("src", "tgt"):
         (tmp_path / f"dict.{side}.txt").write_text("a 1\n")
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", *recipe, "rel_uni_transformer",
@@ -350,7 +350,7 @@ def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
 
 
 def test_evaluate_without_binaries_fails_instead_of_evaluating_nothing(tmp_path):
-    """Issue 16: evaluation of a folder without binaries exited 0 having evaluated nothing."""
+    """Evaluation of a folder without binaries used to exit 0 having evaluated nothing."""
     ckpt = tmp_path / "checkpoint_last.pt"
     ckpt.write_bytes(b"")
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "eval", str(ckpt), str(tmp_path)],

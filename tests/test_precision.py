@@ -1,4 +1,4 @@
-"""Reduced precision (issue 22): every architecture under bf16 autocast (our `--autocast-bf16`) and with weights cast
+"""Reduced precision: every architecture under bf16 autocast (our `--autocast-bf16`) and with weights cast
 to bf16 / fp16 (what fairseq's CUDA `--bf16` / `--fp16` do), run on CPU: no NaN/Inf, close to fp32, step-by-step
 decoding equal to the full forward pass; a training step under autocast; and the flag through the compgen task."""
 import contextlib

@@ -1,6 +1,6 @@
 """Every dataset's prep writes byte-identical text outputs to those recorded before the datasets became one module
-each (issue 25): tests/fixtures/prep_golden.json, recorded by scripts/prep_golden.py on the local copies in
-shared/data.
+each (fairseq_compgen/prep/): tests/fixtures/prep_golden.json, recorded by scripts/prep_golden.py on the local copies
+in shared/data.
 
 One case per dataset, text outputs only (``--no-binarize``: every file but ``bin/`` and the manifest), so that the
 whole file runs in well under a minute on one core; the binaries, every variant of the fixture and russin (which

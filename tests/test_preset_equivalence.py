@@ -1,4 +1,4 @@
-"""Every preset gives the outputs it gave before issue 24's positions refactor, from the same weights.
+"""Every preset gives the outputs it gave before the positions refactor (modules/positions/), from the same weights.
 
 The fixture was written at commit 0880ec7 by scripts/record_preset_outputs.py (weights filled from parameter
 names, so they do not depend on the order modules are built in). Same state_dict keys and shapes also means

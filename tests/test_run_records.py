@@ -1,4 +1,4 @@
-"""Issue 23 item 3: a run records the data it trained on (data.json), a resume must use the same data and the same
+"""A run records the data it trained on (data.json), a resume must use the same data and the same
 fairseq-train options (or say --resume-with-other-options, which is recorded), and the aggregator refuses to pool
 runs of one dataset trained on different data, also within one folder."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 23, item 1: loading a checkpoint never runs code in it.
+"""Loading a checkpoint never runs code in it.
 
 A malicious checkpoint (a real fairseq checkpoint with one more entry whose pickle calls os.system / exec to
 write a marker file) is refused, in one line naming the file and the type, by every path that loads one:

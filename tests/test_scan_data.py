@@ -292,7 +292,7 @@ def test_data_prep_rejects_unknown_split(prep, tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Issue 16: official files checked by the interpreter, empty subsets, one-line errors
+# Official files checked by the interpreter, empty subsets, one-line errors
 # ---------------------------------------------------------------------------
 
 

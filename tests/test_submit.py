@@ -1,4 +1,4 @@
-"""Sweeps on an existing engine (issue 14): every run as a submitit job. The local executor runs the same jobs
+"""Sweeps on an existing engine: every run as a submitit job. The local executor runs the same jobs
 as processes of this machine, so the Slurm path (pickled job -> lock, train, eval, done.json) is tested here."""
 import json
 

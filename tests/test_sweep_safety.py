@@ -1,4 +1,4 @@
-"""Issue 16, sweeps that cannot race or drift: the sweep file checked before any run, run folders that remember
+"""Sweeps that cannot race or drift: the sweep file checked before any run, run folders that remember
 their settings, one writer per run folder (no second trainer beside an orphan), and an aggregate that shows what
 is missing instead of dropping it. Nothing here trains: the runs are planned, locked and aggregated."""
 import fcntl
@@ -221,7 +221,7 @@ def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
     assert not run.path.exists()
 
 
-# ------------------------------------------------------------------------------------- issue 23: what it says
+# ----------------------------------------------------------------------------------------------- what it says
 @pytest.mark.parametrize("edit, where", [
     # a configuration given twice: the last one silently replaced the first
     (("configurations:\n", "configurations:\n  reluni:\n    arch: transformer\n"),

@@ -1,4 +1,4 @@
-"""The compgen task's validation step: one forward pass per batch serves the loss and the accuracies (issue 22),
+"""The compgen task's validation step: one forward pass per batch serves the loss and the accuracies,
 with the same numbers a separate pass gives."""
 import pytest
 import torch

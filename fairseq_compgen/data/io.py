@@ -80,7 +80,8 @@ def staged_path(path: PathLike, hidden: bool = False) -> Iterator[Path]:
         raise
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` is running (also when it is another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -95,7 +96,7 @@ def _stale(folder: Path, prefix: str) -> list:
     out = []
     for p in folder.glob(prefix + "*"):
         pid = p.name[len(prefix):]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             out.append(p)
     return out
 

@@ -6,4 +6,4 @@ from fairseq_compgen.models import archs  # noqa: F401,I001  (Csordás et al. 20
 from fairseq_compgen.models import archs_chaabouni  # noqa: F401,I001  (Chaabouni et al. 2021 presets)
 from fairseq_compgen.models import archs_ontanon  # noqa: F401,I001  (Ontañón et al. 2022 presets)
 from fairseq_compgen.models import archs_park_kim  # noqa: F401,I001  (Park & Kim 2024 presets)
-from fairseq_compgen.models import archs_positions  # noqa: F401,I001  (position-encoding presets, issue 24)
+from fairseq_compgen.models import archs_positions  # noqa: F401,I001  (position-encoding presets, modules/positions/)

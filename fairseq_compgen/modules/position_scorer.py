@@ -1,4 +1,4 @@
-"""Old import path (before issue 24) of the attention position interface; see modules/positions/."""
+"""Old import path (before the positions wing) of the attention position interface; see modules/positions/."""
 from typing import Callable, Dict, Optional
 
 import torch.nn as nn

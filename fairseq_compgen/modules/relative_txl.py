@@ -1,2 +1,2 @@
-"""Old import path (before issue 24); the module is modules/positions/relative_txl.py."""
+"""Old import path (before the positions wing); the module is modules/positions/relative_txl.py."""
 from fairseq_compgen.modules.positions.relative_txl import *  # noqa: F401,F403

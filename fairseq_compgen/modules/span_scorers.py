@@ -1,2 +1,2 @@
-"""Old import path (before issue 24); the module is modules/positions/span.py."""
+"""Old import path (before the positions wing); the module is modules/positions/span.py."""
 from fairseq_compgen.modules.positions.span import *  # noqa: F401,F403

@@ -275,7 +275,7 @@ _PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\
 
 
 def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> str:
-    """Whether our mean lies inside the paper's band (issue 22): within 2 of the paper's standard deviations
+    """Whether our mean lies inside the paper's band: within 2 of the paper's standard deviations
     ("0.30 ± 0.02"), at least half a unit of its last printed digit (so "1.00 ± 0.00" accepts [0.995, 1.005]); or
     within 0.05 (times `scale`, the paper's units) where it gives a single value ("0.637"). "" when there is nothing
     to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0")."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import scoring
+from fairseq_compgen.data.io import pid_alive
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
@@ -124,7 +125,7 @@ class Runner:
         except BlockingIOError:
             pass
         holder = _read_holder(fd)
-        if holder.get("sweep") is None or _alive(holder["sweep"]) or holder.get("pgid") is None:
+        if holder.get("sweep") is None or pid_alive(holder["sweep"]) or holder.get("pgid") is None:
             os.close(fd)
             return None
         self.echo(f"stop   {run.name}: process group {holder['pgid']} of a sweep that is gone (pid "
@@ -224,13 +225,3 @@ def _read_holder(fd: int) -> dict:
         return json.loads(os.pread(fd, 4096, 0).decode() or "{}")
     except ValueError:
         return {}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -300,7 +300,8 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
 
 def planned_settings(run: dict) -> dict:
     """The settings a run of OUT/sweep.json was planned with (Run.settings). A sweep.json written before the
-    recipes (issue 14) did not store them: they were arch, data, preset, flags, subsets, generate_flags, seed."""
+    recipes (recipes/recipes.yaml) did not store them: they were arch, data, preset, flags, subsets, generate_flags,
+    seed."""
     if "settings" in run:
         return run["settings"]
     generate = shlex.join(t for t in shlex.split(run.get("generate_flags") or "") if t != "--cpu")
@@ -309,8 +310,8 @@ def planned_settings(run: dict) -> dict:
 
 
 def read_plan(out) -> dict:
-    """OUT/sweep.json, each run's "dir" made absolute: relative to OUT where it was stored so. A sweep.json of
-    before issue 23 stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran in: of a copied or
+    """OUT/sweep.json, each run's "dir" made absolute: relative to OUT where it was stored so. An older sweep.json
+    stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran in: of a copied or
     moved OUT, the folder of the same name in OUT is read when it exists."""
     path = Path(out) / "sweep.json"
     if not path.is_file():

@@ -1,6 +1,6 @@
 """Refuse a checkpoint that does not belong to the run: the dictionaries it was trained with, and the model it is.
 
-Two silent wrong results this module prevents (issue "No silent wrong results"):
+Two silent wrong results this module prevents:
 
 * **Evaluating on other dictionaries.** A checkpoint applied to data whose dictionaries have the same size but
   another order decodes garbage with exit code 0. The model's config records the SHA-256 of its dictionaries

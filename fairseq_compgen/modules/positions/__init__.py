@@ -49,6 +49,6 @@ from fairseq_compgen.modules.positions import rope  # noqa: F401  ("rope", "xpos
 from fairseq_compgen.modules.positions import fire  # noqa: F401  ("fire")
 from fairseq_compgen.modules.positions import cope  # noqa: F401  ("cope")
 from fairseq_compgen.modules.positions import randomized  # noqa: F401  (--random-positions)
-# the import path of the module that held the sinusoids and the token embedding before issue 24
+# the import path of the module that held the sinusoids and the token embedding before the positions wing
 from fairseq_compgen.modules.positions.sinusoidal import sinusoid, sinusoid_fairseq  # noqa: F401,I001
 from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding, positions_from_padding  # noqa: F401,E402
