@@ -13,11 +13,13 @@ import pytest
 from fairseq_compgen.data.io import DataError, atomic_write_lines
 from fairseq_compgen.data.scan import (
     CUTOFF_LENGTHS,
+    OFFICIAL_SPLITS,
     build_split,
     generate_all,
     interpret,
     output_length,
     read_scan_file,
+    split_names,
 )
 from fairseq_compgen.prep import module as prep_module
 
@@ -286,6 +288,38 @@ def test_data_prep_official_around_right(prep, tmp_path):
         assert (d / "bin" / f"{subset}.src-tgt.src.bin").is_file()
 
 
+@needs_scan
+def test_declared_counts_are_the_release_files_and_the_rules():
+    """DECLARED_COUNTS are the line counts of the release's split files (those in the local copy), and the
+    rule-based splits generate exactly them (cutoff 26: Csordás et al.'s Table 10)."""
+    from fairseq_compgen.data.scan import DECLARED_COUNTS, declared_counts
+
+    checked = 0
+    for split, files in OFFICIAL_SPLITS.items():
+        declared = declared_counts(split)
+        if declared is None or not all((SCAN_DIR / rel).is_file() for rel in files.values()):
+            continue
+        assert {k: len(read_scan_file(SCAN_DIR / rel)) for k, rel in files.items()} == declared, split
+        checked += 1
+    assert checked >= 4  # simple, length, addprim_jump, around_right (the local copy has no turn_left files)
+    for split in ("length", "addprim_jump", "addprim_turn_left", "length_cutoff_26"):
+        assert {k: len(v) for k, v in build_split(split).items()} == declared_counts(split), split
+    assert set(DECLARED_COUNTS) <= {s[len("official_"):] if s.startswith("official_") else s for s in split_names()}
+
+
+@needs_scan
+def test_prep_refuses_a_release_file_of_another_size(prep, tmp_path):
+    from fairseq_compgen.data.binarize import CountMismatch
+
+    d, train = _around_right_copy(tmp_path)
+    args = ["--split", "around_right", "--out", str(tmp_path / "out"), "--scan-dir", str(d), "--no-binarize"]
+    with pytest.raises(CountMismatch, match=r"train.*300.*15,?225.*--no-count-check"):
+        prep.main(args)
+    assert not (tmp_path / "out" / "around_right").exists()
+    prep.main(args + ["--no-count-check"])
+    assert len(_lines(tmp_path / "out" / "around_right" / "train.src")) == 300
+
+
 def test_data_prep_rejects_unknown_split(prep, tmp_path):
     with pytest.raises(SystemExit):
         prep.main(["--split", "bogus", "--out", str(tmp_path)])
@@ -334,11 +368,12 @@ def test_empty_official_train_file_is_refused_and_old_outputs_kept(prep, tmp_pat
 
     d, train = _around_right_copy(tmp_path)
     out = tmp_path / "out"
-    prep.main(["--split", "around_right", "--out", str(out), "--scan-dir", str(d), "--no-binarize"])
+    cut = ["--split", "around_right", "--out", str(out), "--scan-dir", str(d), "--no-binarize", "--no-count-check"]
+    prep.main(cut)  # a 300-line copy: not the release's counts, accepted when said
     before = _digest(out / "around_right")
     train.write_text("")
     with pytest.raises(EmptySubset, match="train has 0 examples"):
-        prep.main(["--split", "around_right", "--out", str(out), "--scan-dir", str(d), "--no-binarize"])
+        prep.main(cut)
     assert _digest(out / "around_right") == before and sorted(p.name for p in out.iterdir()) == ["around_right"]
 
 

@@ -1,7 +1,7 @@
 """Prepare SCAN splits as fairseq text and binary data.
 
     fairseq-compgen prep scan --split length_cutoff_26 --out data/scan \
-        [--scan-dir DIR] [--joined-dictionary] [--no-binarize]
+        [--scan-dir DIR] [--joined-dictionary] [--no-binarize] [--no-count-check]
 
 Writes ``OUT/<split>/<subset>.src`` and ``.tgt`` (one example per line,
 space-separated tokens), then binarizes them with fairseq-preprocess (``--padding-factor 1``: no filler
@@ -278,6 +278,25 @@ OFFICIAL_SPLITS: Dict[str, Dict[str, str]] = {
 
 SCAN_RAW_URL = "https://raw.githubusercontent.com/brendenlake/SCAN/master/"
 
+# Declared counts, subset -> examples: Lake & Baroni's release (the line counts of brendenlake/SCAN's split files,
+# which the rule-based splits reproduce) and Csordás et al. (2021) Table 10 for the cutoff-26 split;
+# tests/test_scan_data.py checks them against a local copy of the release and the generated splits. Splits not
+# listed (the other template splits and cutoffs, without published counts) are printed, not checked.
+DECLARED_COUNTS: Dict[str, Dict[str, int]] = {
+    "simple": {"train": 16728, "test": 4182},
+    "length": {"train": 16990, "test": 3920},
+    "addprim_jump": {"train": 14670, "test": 7706},
+    "addprim_turn_left": {"train": 21890, "test": 1208},
+    "around_right": {"train": 15225, "test": 4476},
+    "length_cutoff_26": {"train": 16458, "valid": 1828, "gen": 2624},
+}
+
+
+def declared_counts(split: str) -> Optional[Dict[str, int]]:
+    """Subset -> declared examples of the split ``split`` (its ``official_`` copy included), or None."""
+    counts = DECLARED_COUNTS.get(split[len("official_"):] if split.startswith("official_") else split)
+    return None if counts is None else dict(counts)
+
 
 def default_cache_dir() -> Path:
     """Where downloaded official files go: $FAIRSEQ_COMPGEN_CACHE/scan or ~/.cache/fairseq_compgen/scan."""
@@ -445,7 +464,8 @@ def check_split(p, args) -> None:
 def read(args):
     """One :class:`Split` per SCAN split of ``--split`` (every rule-based one for ``all-generated``)."""
     for split in list(GENERATED_SPLITS) if args.split == "all-generated" else [args.split]:
-        yield Split(build_split(split, scan_dir=args.scan_dir), folder=split, title=f"SCAN split {split}")
+        yield Split(build_split(split, scan_dir=args.scan_dir), folder=split, title=f"SCAN split {split}",
+                    expected=declared_counts(split))
 
 
 DATASET = Dataset(
@@ -455,6 +475,5 @@ DATASET = Dataset(
     urls=[SCAN_RAW_URL + "<file> (the files of OFFICIAL_SPLITS: simple_split/, length_split/, add_prim_split/, "
           "template_split/)"],
     dict_from="train",
-    count_check=False,
     dataset_json=False,
 )
