@@ -62,7 +62,16 @@ def test_last_num_updates_in_either_format_and_mixed_files(tmp_path):
     assert train_log.validation_records(tmp_path / "missing.log") == []
     # fairseq's clock (`wall`, not `train_wall`) of the last training summary, in either format
     assert train_log.train_wall(JSON_LOG) == 5 and train_log.train_wall(SIMPLE_LOG) == 3
-    assert train_log.train_wall(mixed) == 3 and train_log.train_wall(tmp_path / "missing.log") is None
+    assert train_log.train_wall(tmp_path / "missing.log") is None
+    # a resumed run: fairseq's clock starts again, so each invocation's last summary is added up (3 + 3 here);
+    # invocations are told apart by the sweep's start line, or, without one, by the clock going back
+    assert train_log.train_wall(mixed) == 3 + 3
+    no_start = tmp_path / "no_start.log"
+    no_start.write_text(JSON_LOG.read_text() + "".join(first))  # 5, then a new clock at 3
+    assert train_log.train_wall(no_start) == 5 + 3
+    started_only = tmp_path / "started.log"  # a second invocation stopped before its first summary: not counted
+    started_only.write_text(JSON_LOG.read_text() + "# 2026-01-01T00:00:00 sweep: fairseq-compgen train ...\n")
+    assert train_log.train_wall(started_only) == 5
 
 
 def test_a_validated_subset_called_train_is_not_the_epoch_summary():

@@ -432,9 +432,10 @@ EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.t
 
 
 def _metric_line(line: str) -> bool:
-    """A validation or epoch-summary line of a train.log (either log format)."""
+    """A validation or epoch-summary line of a train.log (either log format), or the sweep's line that starts an
+    invocation (train_log.train_wall adds up the invocations' clocks)."""
     record = train_log.parse_line(line)
-    return record is not None and record.kind in ("valid", "train")
+    return record is not None and record.kind in ("valid", "train", "start")
 
 
 def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:

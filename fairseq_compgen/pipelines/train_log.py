@@ -69,10 +69,14 @@ def _pipe_fields(text: str) -> Iterator[Tuple[str, str]]:
             yield name, value.strip()
 
 
+_START = re.compile(r"^# \S+ sweep: ")  # the sweep's line before each invocation of a run (runner.py)
+
+
 def parse_line(line: str) -> Optional[Record]:
-    """The record of one log line, or None for anything else (fairseq's other messages, the sweep's lines)."""
+    """The record of one log line, or None for anything else (fairseq's other messages, the sweep's other lines).
+    The sweep's ``# DATE sweep: COMMAND`` line before each invocation is a record of kind "start"."""
     if line.startswith("#"):
-        return None
+        return Record("start", None, None) if _START.match(line) else None
     line = line.rstrip("\r\n")
     m = _SIMPLE_VALID.search(line)
     if m:
@@ -121,11 +125,19 @@ def validation_records(log: Union[str, os.PathLike]) -> List[Tuple[str, int, Dic
 
 
 def train_wall(log: Union[str, os.PathLike]) -> Optional[float]:
-    """fairseq's `wall` of the last training summary in the log: the trainer's clock in seconds, validation and
-    checkpointing included; None without a summary. For an uninterrupted run, its training time. A resumed run's
-    clock comes back from the checkpoint's meters and is not the sum of its invocations: read its summaries."""
-    found = [r.stats["wall"] for r in read_records(log) if r.kind == "train" and "wall" in r.stats]
-    return found[-1] if found else None
+    """The training time in seconds: fairseq's `wall` (the trainer's clock, validation and checkpointing included)
+    of the last training summary of each invocation, summed; None without a summary. fairseq starts the clock
+    again when a run resumes (it is not in the checkpoint), so a resumed run's invocations are added up; each
+    counts to its last epoch summary (the time after it, retrained on resuming, is not counted). Invocations are
+    told apart by the sweep's start lines, or, in a log without them, by the clock going back."""
+    total, last = 0.0, None
+    for r in read_records(log):
+        if r.kind == "start" or (r.kind == "train" and "wall" in r.stats and last is not None
+                                 and r.stats["wall"] < last):
+            total, last = total + (last or 0.0), None
+        if r.kind == "train" and "wall" in r.stats:
+            last = r.stats["wall"]
+    return None if last is None and not total else total + (last or 0.0)
 
 
 def last_num_updates(log: Union[str, os.PathLike]) -> Optional[int]:
