@@ -457,39 +457,8 @@ def test_math_tarball_extracts_only_needed_members(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Documented commands, atomic replacement, empty subsets
+# Atomic replacement, empty subsets
 # ---------------------------------------------------------------------------
-
-
-def _readme_commands():
-    """(dataset, argv) of every ``fairseq-compgen prep <dataset> ...`` command in the documentation's code blocks
-    (optional ``[...]`` parts and shell comments dropped; commands with shell variables skipped)."""
-    import re
-    import shlex
-
-    from docs_helpers import doc_text
-
-    text = doc_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S) + re.findall(r"`(fairseq-compgen prep [^`]*)`", text)
-    out = []
-    for block in blocks:
-        block = re.sub(r"\\\n", " ", block)
-        for line in block.split("\n"):
-            line = re.sub(r"\[[^\]]*\]", "", re.sub(r"#.*", "", line))
-            for m in re.finditer(r"fairseq-compgen prep ([a-z]\w*)([^;&|]*)", line):  # not a placeholder (DATASET)
-                if "$" not in m.group(2):
-                    out.append((m.group(1), shlex.split(m.group(2))))
-    return out
-
-
-def test_readme_data_prep_commands_parse():
-    """Every `fairseq-compgen prep` command the documentation shows is accepted by its dataset's parser (the algorithmic one
-    named tasks that do not exist)."""
-    cmds = _readme_commands()
-    assert {s for s, _ in cmds} >= {"scan", "cogs", "cfq", "pcfg", "mathematics", "algorithmic", "iwslt14", "flores",
-                                    "noun_adj", "cogs_tagging"}
-    for script, argv in cmds:
-        prep_module(script).parse_args(argv)  # SystemExit on an unknown option or choice
 
 
 def _algorithmic(out, *extra):

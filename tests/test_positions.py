@@ -1,5 +1,6 @@
-"""The positions wing (modules/positions/, issue 24): the registry and its generated flags, and every new encoding
-against a slow, direct implementation of its paper's formula and against step-by-step decoding."""
+"""The position encodings of modules/positions/: the registry and its generated flags, and every encoding against a
+slow, direct implementation of its paper's formula (at plain and at randomized positions) and against step-by-step
+decoding."""
 import argparse
 import math
 
@@ -71,9 +72,11 @@ def test_options_reach_the_module_and_defaults_apply():
 
 
 # ---- slow references ----------------------------------------------------------------------------------------
-def slow_attention(attn, x, pad, causal, logit_fn):
-    """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, i, j, ctx) -> the logit (float),
-    ctx = dict(b=, q=[T, dh] and k=[T, dh] of head h in example b, pad=[T])."""
+def slow_attention(attn, x, pad, causal, logit_fn, positions=None):
+    """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, p_i, p_j, ctx) -> the logit
+    (float), p the positions of the tokens i and j: the r-th real token of an example (after its left padding) is at
+    positions[r] (default r; randomized positions: a sorted sample); ctx = dict(b=, q=[T, dh] and k=[T, dh] of head
+    h in example b, pad=[T], last=the position of the example's last token)."""
     B, T, C = x.shape
     H, dh = attn.num_heads, attn.head_dim
     q = attn.q_proj(x).view(B, T, H, dh).double()
@@ -81,11 +84,13 @@ def slow_attention(attn, x, pad, causal, logit_fn):
     v = attn.v_proj(x).view(B, T, H, dh).double()
     out = torch.zeros(B, T, H, dh, dtype=torch.float64)
     for b in range(B):
+        first = int(pad[b].long().sum())  # left padding
+        at = [i - first if positions is None or i < first else int(positions[i - first]) for i in range(T)]  # pads: < 0
         for h in range(H):
             for i in range(T):
-                ctx = dict(b=b, q=q[b, :, h], k=k[b, :, h], pad=pad[b])
+                ctx = dict(b=b, q=q[b, :, h], k=k[b, :, h], pad=pad[b], last=at[-1])
                 logits = [float("-inf") if bool(pad[b, j]) or (causal and j > i)
-                          else logit_fn(q[b, i, h], k[b, j, h], h, i, j, ctx) for j in range(T)]
+                          else logit_fn(q[b, i, h], k[b, j, h], h, at[i], at[j], ctx) for j in range(T)]
                 w = torch.softmax(torch.tensor(logits, dtype=torch.float64), 0)
                 out[b, i, h] = sum(w[j] * v[b, j, h] for j in range(T))
     return attn.out_proj(out.view(B, T, C).float())
@@ -122,16 +127,14 @@ def xpos_logit(q, k, h, i, j, ctx):
 def fire_logit(causal):
     """Li et al. §3 and the paper's listing: b_h(i, j) = MLP(psi(i - j) / (psi(max(L, i)) + 1e-6))_h, psi(x) =
     log(c x + 1), MLP = Linear(1, hidden), ReLU, Linear(hidden, H), L = |m| L0; positions from 0. In the encoder (our
-    symmetric form) |i - j| / psi(max(L, n - 1)), positions counted from the first real token, n real tokens."""
+    symmetric form) |i - j| / psi(max(L, n - 1)), positions counted from the first real token, n - 1 the last real
+    token's (ctx["last"]: its sampled position with randomized positions)."""
     def f(q, k, h, i, j, ctx):
         sc = ctx["attn"].scorer
         c = math.exp(float(sc.log_c))
         L = abs(float(sc.threshold_scale) * float(sc.threshold_base))
         psi = lambda x: math.log(c * x + 1)  # noqa: E731
-        first = int(ctx["pad"].long().sum())  # left padding
-        i, j = i - first, j - first
-        n = len(ctx["pad"]) - first
-        x = psi(i - j) / (psi(max(L, i)) + 1e-6) if causal else psi(abs(i - j)) / (psi(max(L, n - 1)) + 1e-6)
+        x = psi(i - j) / (psi(max(L, i)) + 1e-6) if causal else psi(abs(i - j)) / (psi(max(L, ctx["last"])) + 1e-6)
         hidden = torch.relu(sc.mlp_in.weight[:, 0].double() * x + sc.mlp_in.bias.double())
         b = float(sc.mlp_out.weight[h].double() @ hidden + sc.mlp_out.bias[h])
         return float(q @ k) / math.sqrt(q.numel()) + b
@@ -141,7 +144,8 @@ def fire_logit(causal):
 def cope_logit(q, k, h, i, j, ctx):
     """Golovneva et al. §3 with the scaling of the paper's listing: g_it = sigmoid(q_i.k_t / sqrt(d_head)),
     p_ij = sum_{t=j..i} g_it (clipped at P-1), e[p] interpolated between e[floor p] and e[ceil p],
-    logit = q_i.k_j / sqrt(d_head) + q_i.e[p_ij] (the position term unscaled)."""
+    logit = q_i.k_j / sqrt(d_head) + q_i.e[p_ij] (the position term unscaled). Its positions come from the content:
+    i and j are the token indices here (plain positions, no padding)."""
     e = ctx["attn"].scorer.embedding.double()  # [P, dh]
     d = q.numel()
     p = sum(torch.sigmoid(q @ ctx["k"][t] / math.sqrt(d)) for t in range(j, i + 1)).item()
@@ -154,10 +158,18 @@ def cope_logit(q, k, h, i, j, ctx):
 CASES = [("alibi", False, alibi_logit(4)), ("alibi", True, alibi_logit(4)), ("rope", False, rope_logit),
          ("rope", True, rope_logit), ("xpos", True, xpos_logit), ("fire", False, fire_logit(False)),
          ("fire", True, fire_logit(True)), ("cope", True, cope_logit)]
+# Randomized positions (Ruoss et al. 2023 §3, positions/randomized.py): in training every self-attention of a stack
+# gets one sorted sample of [0, N) in place of 0..T-1, here a sample for T = 6 of [0, 20); the encoding must then be
+# its formula at the sampled positions p_i, p_j (distances p_i - p_j; FIRE: normalised at p_i, or in the encoder at
+# the last token's p). Every encoding but CoPE takes positions (CoPE counts them from the content).
+SAMPLED = torch.tensor([2, 3, 7, 11, 12, 19])
+FORMULA_CASES = [(*c, None) for c in CASES] + [(*c, SAMPLED) for c in CASES if c[0] != "cope"]
 
 
-@pytest.mark.parametrize("name, causal, logit_fn", CASES, ids=[f"{c[0]}-{'dec' if c[1] else 'enc'}" for c in CASES])
-def test_encoding_matches_its_formula(name, causal, logit_fn):
+@pytest.mark.parametrize("name, causal, logit_fn, positions", FORMULA_CASES,
+                         ids=[f"{c[0]}-{'dec' if c[1] else 'enc'}-{'plain' if c[3] is None else 'randomized'}"
+                              for c in FORMULA_CASES])
+def test_encoding_matches_its_formula(name, causal, logit_fn, positions):
     torch.manual_seed(0)
     C, H, T = 16, 4, 6
     sc = build_attention_position(name, DECODER_SELF if causal else ENCODER_SELF, embed_dim=C, num_heads=H,
@@ -165,7 +177,7 @@ def test_encoding_matches_its_formula(name, causal, logit_fn):
     with torch.no_grad():
         if name == "fire":
             sc.log_c.fill_(0.3)  # c != the initial 0.1
-            sc.threshold_scale.fill_(1.3)  # L = 3.9: inside the lengths
+            sc.threshold_scale.fill_(1.3)  # L = 3.9: inside the lengths, and between the sampled positions
         if name == "cope":
             sc.embedding.normal_()  # the paper starts e at zero
     attn = MultiheadAttention(C, H, scorer=sc).eval()
@@ -173,13 +185,15 @@ def test_encoding_matches_its_formula(name, causal, logit_fn):
     logit_fn = lambda q, k, h, i, j, ctx: inner(q, k, h, i, j, dict(ctx, attn=attn))  # noqa: E731
     x = torch.randn(2, T, C)
     pad = torch.zeros(2, T, dtype=torch.bool)
-    if not causal:
+    if not causal and positions is None:
         pad[1, :2] = True  # left padding in the encoder
     with torch.no_grad():
-        fast = attn(x, key_padding_mask=pad, causal=causal)
-        slow = slow_attention(attn, x, pad, causal, logit_fn)
+        fast = attn(x, key_padding_mask=pad, causal=causal, positions=positions)
+        slow = slow_attention(attn, x, pad, causal, logit_fn, positions)
     keep = ~pad
     assert torch.allclose(fast[keep], slow[keep], atol=1e-5), (fast - slow)[keep].abs().max()
+    if positions is not None:  # the sample changes the output: the positions reached the encoding
+        assert not torch.allclose(fast, attn(x, key_padding_mask=pad, causal=causal), atol=1e-4)
 
 
 def test_alibi_slopes_for_8_heads_are_the_papers():
@@ -322,23 +336,42 @@ def test_sampled_positions_are_a_sorted_subset():
         sample_positions(21, 20)
 
 
-def test_random_positions_reach_rope_and_the_embedding():
-    """At training the attention sees the sampled positions (RoPE at sample[i], sample[j]) and the embedding
-    reads the n-th real token's position from the sample."""
+def sinusoid_slow(p, d):
+    """Vaswani et al. Eq. 1 in Csordás et al.'s interleaved layout: P[p, 2k] = sin(p / 10000^(2k/d)),
+    P[p, 2k+1] = cos(p / 10000^(2k/d))."""
+    return torch.tensor([(math.sin if c % 2 == 0 else math.cos)(p / 10000 ** (2 * (c // 2) / d)) for c in range(d)])
+
+
+def sinusoid_fairseq_slow(p, d):
+    """fairseq's layout: P'[p, k] = sin(p w_k), P'[p, k + d/2] = cos(p w_k), w_k = 10000^(-k / (d/2 - 1)), at
+    p + padding_idx + 1."""
+    half, p = d // 2, p + PAD + 1
+    return torch.tensor([(math.sin if c < half else math.cos)(p * 10000 ** (-(c % half) / (half - 1)))
+                         for c in range(d)])
+
+
+# (--absolute-positions, --embedding-scaling, P(emb, p, d)); both scalings are sqrt(d) E[w] + P
+EMBEDDINGS = [("learned", "fairseq", lambda emb, p, d: emb.positions.table.weight[p]),
+              ("sinusoidal", "teu", lambda emb, p, d: sinusoid_slow(p, d)),
+              ("sinusoidal", "fairseq", lambda emb, p, d: sinusoid_fairseq_slow(p, d))]
+
+
+@pytest.mark.parametrize("name, scaling, position", EMBEDDINGS, ids=[f"{n}-{s}" for n, s, _ in EMBEDDINGS])
+def test_random_positions_reach_the_embedding(name, scaling, position):
+    """With randomized positions (Ruoss et al. 2023 §3) the n-th real token of a sentence gets the n-th sampled
+    position: its embedding is sqrt(d) E[w] + P(p_n), P the encoding's formula (or learned table)."""
+    from fairseq_compgen.modules.embedding import TokenEmbedding
+
     torch.manual_seed(0)
-    C, H = 16, 4
-    attn = MultiheadAttention(C, H, scorer=build_attention_position("rope", DECODER_SELF, embed_dim=C, num_heads=H))
-    x = torch.randn(2, 5, C)
-    pos = torch.tensor([2, 3, 7, 11, 12])
+    d = 16
+    emb = TokenEmbedding(10, d, PAD, scaling, 0.0, positions=name, position_options={"learned_max_positions": 20})
+    tokens = torch.tensor([[PAD, 5, 6, 5]])  # left padding: the real tokens are the 0th, 1st and 2nd
     with torch.no_grad():
-        fast = attn(x, causal=True, positions=pos)
-        slow = slow_attention(attn, x, torch.zeros(2, 5, dtype=torch.bool), True,
-                              lambda q, k, h, i, j, ctx: rope_logit(q, k, h, int(pos[i]), int(pos[j]), ctx))
-    assert torch.allclose(fast, slow, atol=1e-5)
-    emb = build("learned_transformer_scan", random_positions=16).encoder.embed.eval()
-    tokens = torch.tensor([[PAD, 5, 6, 5]])
-    expected = math.sqrt(128) * emb.weight[tokens[0, 1:]] + emb.positions.table.weight[pos[:3]]
-    assert torch.allclose(emb(tokens, positions=pos)[0, 1:], expected, atol=1e-5)
+        got = emb(tokens, positions=SAMPLED)[0, 1:]
+        expected = torch.stack([math.sqrt(d) * emb.weight[w] + position(emb, int(SAMPLED[n]), d)
+                                for n, w in enumerate(tokens[0, 1:].tolist())])
+        assert torch.allclose(got, expected, atol=1e-5)
+        assert not torch.allclose(got, emb(tokens)[0, 1:], atol=1e-4)  # not the plain positions 0, 1, 2
 
 
 def test_random_positions_are_plain_at_evaluation_and_random_in_training():
