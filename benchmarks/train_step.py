@@ -9,6 +9,14 @@ of the same size (d_model, d_FF, heads, layers), measured in the same run.
     python benchmarks/train_step.py --previous 26562e6 --rounds 3 --archs rel_uni_transformer ...
                                     # also each arch as an earlier commit built it (that commit's fairseq_compgen,
                                     # from `git archive`, loaded through PYTHONPATH), in the same rounds
+    python benchmarks/train_step.py --stock-dropouts --archs compgen_transformer
+                                    # stock with the arch's dropout probabilities, not fairseq's defaults
+
+Stock `transformer` keeps fairseq's defaults other than the size: dropout 0.1 but attention and activation dropout 0,
+where the Csordás presets use 0.1 for both. Those two dropouts are most of what a SCAN-sized step of ours saves beyond
+stock's (the probabilities and their masks at [batch, heads, tgt, src], the feed-forward's masks), so the default
+ratios compare different computations; `--stock-dropouts` gives stock the arch's dropout, attention dropout and
+activation dropout (the embedding dropout stays stock's: its `dropout`), the same computation up to the mechanisms.
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
@@ -27,6 +35,24 @@ import tempfile
 import time
 from pathlib import Path
 
+DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")  # given to stock by --stock-dropouts
+
+
+def stock_model(model, vocab: int, dropouts: bool = False):
+    """fairseq's own transformer at exactly `model`'s size; with `dropouts`, also with its dropout probabilities."""
+    from fairseq_compgen.models.standalone import build_model
+
+    e = model.encoder.args
+    same = {k: getattr(e, k) for k in DROPOUTS if getattr(e, k, None) is not None} if dropouts else {}
+    return build_model(
+        "transformer", src_words=vocab, tgt_words=vocab,
+        encoder_embed_dim=e.encoder_embed_dim, encoder_ffn_embed_dim=e.encoder_ffn_embed_dim,
+        encoder_attention_heads=e.encoder_attention_heads, encoder_layers=e.encoder_layers,
+        decoder_embed_dim=e.decoder_embed_dim, decoder_ffn_embed_dim=e.decoder_ffn_embed_dim,
+        decoder_attention_heads=e.decoder_attention_heads, decoder_layers=e.decoder_layers,
+        share_decoder_input_output_embed=True, **same,
+    )
+
 
 def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     import torch
@@ -40,16 +66,8 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     torch.manual_seed(0)
     dev = torch.device(a.device)
     model = build_model(arch, src_words=a.vocab, tgt_words=a.vocab)
-    if stock:  # fairseq's own transformer at exactly the same size
-        e = model.encoder.args
-        model = build_model(
-            "transformer", src_words=a.vocab, tgt_words=a.vocab,
-            encoder_embed_dim=e.encoder_embed_dim, encoder_ffn_embed_dim=e.encoder_ffn_embed_dim,
-            encoder_attention_heads=e.encoder_attention_heads, encoder_layers=e.encoder_layers,
-            decoder_embed_dim=e.decoder_embed_dim, decoder_ffn_embed_dim=e.decoder_ffn_embed_dim,
-            decoder_attention_heads=e.decoder_attention_heads, decoder_layers=e.decoder_layers,
-            share_decoder_input_output_embed=True,
-        )
+    if stock:
+        model = stock_model(model, a.vocab, a.stock_dropouts)
     model.to(dev).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     V = len(model.decoder.dictionary)
@@ -106,6 +124,9 @@ def main(argv=None):
     p.add_argument("--previous", metavar="COMMIT",
                    help="also measure each arch as this commit of the repository builds it (its fairseq_compgen "
                         "through PYTHONPATH), in the same rounds: 'x prev' is this tree's time / that commit's")
+    p.add_argument("--stock-dropouts", action="store_true",
+                   help="build stock transformer with each arch's dropout, attention dropout and activation dropout "
+                        "(default: fairseq's, 0.1 / 0 / 0): the same computation, so the ratios are the code's")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
@@ -123,6 +144,7 @@ def main(argv=None):
     archs = a.archs or [x for x in compgen_archs() if a.all or not x.endswith(suffixes)]
     passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
                    ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
+    passthrough += ["--stock-dropouts"] if a.stock_dropouts else []
 
     previous = _export_package(a.previous, tempfile.mkdtemp(prefix="train_step_prev_")) if a.previous else None
 
@@ -148,14 +170,15 @@ def main(argv=None):
     rows, ref_cache = [], {}
     threads = os.environ.get("OMP_NUM_THREADS", os.cpu_count())
     ref_name = "fp32" if a.autocast else "stock"
+    stock_name = "stock transformer" + (" with each arch's dropouts" if a.stock_dropouts else "")
     print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads} "
-          f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: stock transformer'}")
+          f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: ' + stock_name}")
     if previous:
         print(f"previous: {a.previous} ({previous['commit'][:12]}), its package under {previous['root']}")
     print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
           + (f" {'x prev':>7s}" if previous else ""))
     for arch in archs:
-        e = arch if a.autocast else _size_key(arch)
+        e = arch if a.autocast else _size_key(arch, a.stock_dropouts)
         pairs, prev_pairs = [], []
         for _ in range(a.rounds):  # back to back, so they all see the same machine load
             r = run(arch, measured)
@@ -168,6 +191,7 @@ def main(argv=None):
         r["step_ms"] = statistics.median(x["step_ms"] for x, _ in pairs)
         r["ref_step_ms"], r["ref_peak_mb"] = statistics.median(y["step_ms"] for _, y in pairs), s["peak_mb"]
         r["reference"] = ref_name
+        r["stock_dropouts"] = a.stock_dropouts  # stock built with this arch's dropouts (else fairseq's defaults)
         r.update(_ratios(pairs))
         r["memory_ratio"] = r["peak_mb"] / s["peak_mb"] if s["peak_mb"] > 0 else float("nan")
         vs_prev = "" if not previous else f" {'(new)':>7s}"  # an arch the earlier commit does not have
@@ -222,14 +246,16 @@ def _export_package(ref: str, root: str) -> dict:
     return {"commit": full, "root": root, "archs": set(listed.stdout.split())}
 
 
-def _size_key(arch: str):
+def _size_key(arch: str, dropouts: bool = False):
+    """What the stock reference of `arch` is built from: its size, and its dropouts with --stock-dropouts."""
     import fairseq_compgen
     fairseq_compgen.register()
     from fairseq_compgen.models.standalone import build_model
 
     e = build_model(arch).encoder.args
     return tuple(getattr(e, f"{side}_{k}") for side in ("encoder", "decoder")
-                 for k in ("embed_dim", "ffn_embed_dim", "attention_heads", "layers"))
+                 for k in ("embed_dim", "ffn_embed_dim", "attention_heads", "layers")) + \
+        (tuple(getattr(e, k, None) for k in DROPOUTS) if dropouts else ())
 
 
 def _cuda() -> bool:

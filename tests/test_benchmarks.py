@@ -104,3 +104,18 @@ def test_train_step_measures_a_previous_commit_in_the_same_rounds(tmp_path):
                           "compgen_transformer", *tiny], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         f"train_step.py: --previous no-such-commit: not a commit of {REPO}"], bad.stderr
+
+
+def test_train_step_stock_reference_takes_the_archs_dropouts_only_when_asked():
+    """benchmarks/train_step.py's stock transformer: the arch's size always; fairseq's dropouts (attention and
+    activation 0) by default, the arch's (Csordás: 0.1 each) with --stock-dropouts."""
+    import train_step
+
+    from fairseq_compgen.models.standalone import build_model
+
+    ours = build_model("compgen_transformer", src_words=8, tgt_words=8)
+    for dropouts, expected in [(False, (0.1, 0.0, 0.0)), (True, (0.1, 0.1, 0.1))]:
+        stock = train_step.stock_model(ours, 8, dropouts)
+        layer = stock.encoder.layers[0]
+        assert (layer.dropout_module.p, layer.self_attn.dropout_module.p, layer.activation_dropout_module.p) == expected
+        assert layer.fc1.weight.shape == ours.encoder.stack.layers[0].ffn.fc1.weight.shape
