@@ -119,3 +119,21 @@ def test_train_step_stock_reference_takes_the_archs_dropouts_only_when_asked():
         layer = stock.encoder.layers[0]
         assert (layer.dropout_module.p, layer.self_attn.dropout_module.p, layer.activation_dropout_module.p) == expected
         assert layer.fc1.weight.shape == ours.encoder.stack.layers[0].ffn.fc1.weight.shape
+
+
+def test_saved_tensors_counts_per_module_without_parameters():
+    """benchmarks/saved_tensors.py on a tiny model: every byte charged to a module class, parameters not counted;
+    our dropouts keep bool masks only (1 byte per element)."""
+    import torch
+    from saved_tensors import saved_per_module
+
+    from fairseq_compgen.models.standalone import build_model
+
+    model = build_model("compgen_transformer", src_words=8, tgt_words=8, encoder_layers=1, decoder_layers=1)
+    src, tgt = torch.randint(4, 12, (2, 5)), torch.randint(4, 12, (2, 6))
+    per_module, per_tensor = saved_per_module(model, src, tgt)
+    assert sum(per_module.values()) == sum(per_tensor.values()) > 0
+    assert {"MultiheadAttention", "LayerNorm", "Dropout", "loss"} <= set(per_module)
+    assert {dtype for module, dtype, _ in per_tensor if module == "Dropout"} == {"bool"}
+    fc2 = model.encoder.stack.layers[0].ffn.fc2.weight  # what F.linear keeps of a parameter is the parameter itself
+    assert ("FeedForward", "float32", tuple(fc2.shape)) not in per_tensor
