@@ -123,7 +123,7 @@ def test_train_step_stock_reference_takes_the_archs_dropouts_only_when_asked():
 
 def test_saved_tensors_counts_per_module_without_parameters():
     """benchmarks/saved_tensors.py on a tiny model: every byte charged to a module class, parameters not counted;
-    our dropouts keep bool masks only (1 byte per element)."""
+    our dropouts keep their scaled float masks (modules/dropout.py), charged to Dropout."""
     import torch
     from saved_tensors import saved_per_module
 
@@ -134,6 +134,6 @@ def test_saved_tensors_counts_per_module_without_parameters():
     per_module, per_tensor = saved_per_module(model, src, tgt)
     assert sum(per_module.values()) == sum(per_tensor.values()) > 0
     assert {"MultiheadAttention", "LayerNorm", "Dropout", "loss"} <= set(per_module)
-    assert {dtype for module, dtype, _ in per_tensor if module == "Dropout"} == {"bool"}
+    assert {dtype for module, dtype, _ in per_tensor if module == "Dropout"} == {"float32"}
     fc2 = model.encoder.stack.layers[0].ffn.fc2.weight  # what F.linear keeps of a parameter is the parameter itself
     assert ("FeedForward", "float32", tuple(fc2.shape)) not in per_tensor
