@@ -250,7 +250,8 @@ def _entry(program: str):
         raise FileNotFoundError(f"no such script: {name}")
     spec = importlib.util.spec_from_file_location(f"documented_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with mock.patch.object(sys, "path", [str(path.parent), *sys.path]):  # as `python DIR/X.py` puts DIR first
+        spec.loader.exec_module(module)
     return module.main
 
 
