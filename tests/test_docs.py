@@ -370,3 +370,15 @@ def test_a_wrong_option_fails_with_file_and_line(tmp_path):
     sketch = Command("x.md", 7, "fairseq-compgen", ["eval", "--no-such"], sketch=True)
     assert "--no-such" in check(sketch, tmp_path / "toy.py")
     assert check(Command("x.md", 7, "fairseq-compgen", ["eval", "--cpu"], sketch=True), tmp_path / "toy.py") is None
+
+
+def test_every_run_recorded_on_an_uncommitted_tree_is_named_in_the_readme():
+    """A run whose done.json says "dirty" (trained on a tree with uncommitted edits) is labelled in the README by its
+    folder, so no such number passes for a clean one."""
+    import json
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    dirty = [p.parent.relative_to(REPO).as_posix() for p in sorted((REPO / "results").rglob("done.json"))
+             if json.loads(p.read_text()).get("dirty")]
+    assert dirty  # the ones named there
+    assert [d for d in dirty if f"`{d}`" not in readme] == []
