@@ -130,14 +130,15 @@ def train_wall(log: Union[str, os.PathLike]) -> Optional[float]:
     again when a run resumes (it is not in the checkpoint), so a resumed run's invocations are added up; each
     counts to its last epoch summary (the time after it, retrained on resuming, is not counted). Invocations are
     told apart by the sweep's start lines, or, in a log without them, by the clock going back."""
-    total, last = 0.0, None
+    lasts: List[Optional[float]] = [None]  # each invocation's clock at its last summary (None: no summary yet)
     for r in read_records(log):
-        if r.kind == "start" or (r.kind == "train" and "wall" in r.stats and last is not None
-                                 and r.stats["wall"] < last):
-            total, last = total + (last or 0.0), None
-        if r.kind == "train" and "wall" in r.stats:
-            last = r.stats["wall"]
-    return None if last is None and not total else total + (last or 0.0)
+        wall = r.stats.get("wall") if r.kind == "train" else None
+        if r.kind == "start" or (wall is not None and lasts[-1] is not None and wall < lasts[-1]):
+            lasts.append(None)
+        if wall is not None:
+            lasts[-1] = wall
+    found = [w for w in lasts if w is not None]
+    return sum(found) if found else None
 
 
 def last_num_updates(log: Union[str, os.PathLike]) -> Optional[int]:
