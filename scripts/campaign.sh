@@ -28,7 +28,8 @@ fi
 HEAD=$(git rev-parse HEAD)
 mkdir -p "$STATE"
 TREE="$STATE/tree-${HEAD:0:12}"
-[ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
+# two lanes started together would race to add the same worktree: one lock file in STATE serializes it
+( flock 9; [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null ) 9>"$STATE/.worktree.lock"
 # bash reads a script as it runs: go on from the worktree's copy, which no edit in this checkout can change
 if [ "$(cd "$(dirname "$0")" && pwd)" != "$TREE/scripts" ]; then
   CAMPAIGN_REPO=$REPO exec bash "$TREE/scripts/campaign.sh" "$@"
