@@ -28,6 +28,7 @@ from torch import Tensor
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.depth_memo import DepthMemo, once_per_pass
 from fairseq_compgen.modules.dropout import dropout
+from fairseq_compgen.modules.softmax import softmax
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -161,7 +162,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 logits = logits + bias.to(q.dtype)
             if blocked is not None:
                 logits = logits.masked_fill(blocked, float("-inf"))
-            probs = dropout(torch.softmax(logits, dim=-1), self.dropout, True)  # [B, H, Tq, Tk]
+            probs = dropout(softmax(logits), self.dropout, True)  # [B, H, Tq, Tk]; modules/softmax.py
             out = torch.matmul(probs, v)  # [B, H, Tq, dh]
         else:
             if bias is not None and bias.requires_grad and q.device.type == "cpu":

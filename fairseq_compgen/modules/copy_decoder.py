@@ -22,6 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_compgen.modules.softmax import softmax
+
 
 class CopyDistribution(nn.Module):
     def __init__(self, dim: int):
@@ -37,7 +39,7 @@ class CopyDistribution(nn.Module):
         """features [B, T, d], encoder_out [B, S, d], encoder_padding_mask [B, S] -> a [B, T, S] (0 at pads)."""
         scores = torch.einsum("btd,bsd->bts", self.query(features), encoder_out) * self.scale
         scores = scores.masked_fill(encoder_padding_mask[:, None, :], float("-inf"))
-        return scores.softmax(-1)
+        return softmax(scores)  # over source positions (modules/softmax.py)
 
     def forward(self, features: Tensor, logits: Tensor, encoder_out: Tensor, encoder_padding_mask: Tensor,
                 src_tokens: Tensor) -> Tensor:
