@@ -137,3 +137,21 @@ def test_saved_tensors_counts_per_module_without_parameters():
     assert {dtype for module, dtype, _ in per_tensor if module == "Dropout"} == {"float32"}
     fc2 = model.encoder.stack.layers[0].ffn.fc2.weight  # what F.linear keeps of a parameter is the parameter itself
     assert ("FeedForward", "float32", tuple(fc2.shape)) not in per_tensor
+
+
+def test_softmax_benchmark_writes_both_kernels_per_row_length(tmp_path):
+    """benchmarks/softmax.py on tiny tensors: one row per (dtype, length) with both kernels' times and their ratio,
+    the machine and the register size the module uses, written to --json."""
+    out = tmp_path / "softmax.json"
+    p = subprocess.run([sys.executable, "benchmarks/softmax.py", "--lengths", "3", "20", "--dtypes", "float32",
+                        "bfloat16", "--elements", "600", "--calls", "2", "--rounds", "1", "--json", str(out)],
+                       cwd=REPO, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr
+    record = json.loads(out.read_text())
+    assert [(r["dtype"], r["K"], r["rows"]) for r in record["rows"]] == [
+        ("float32", 3, 200), ("float32", 20, 30), ("bfloat16", 3, 200), ("bfloat16", 20, 30)]
+    for r in record["rows"]:
+        assert r["fwd_torch_us"] > 0 and r["fwdbwd_composite_us"] > 0
+        assert abs(r["fwdbwd_ratio"] - r["fwdbwd_torch_us"] / r["fwdbwd_composite_us"]) < 1e-9
+    assert record["machine"]["threads"] == 1 and record["register_bytes"] in (0, 32, 64)
+    assert p.stdout.count("\n| float32 |") == 2
