@@ -15,6 +15,10 @@
 # `git commit -- <that folder>` only (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or
 # changed, so that `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in
 # progress in this checkout is never committed.
+# Between runs, when this repository's HEAD has moved to a clean commit that changes anything outside results/ (a
+# commit of code, a sweep or the queue; the campaign's own result commits do not count), the campaign goes on from a
+# worktree of that commit, so a fix or speed-up reaches the runs that start after it, and no run changes commit
+# midway for it (FOLLOW=0: stay at the commit it started from until restarted).
 set -euo pipefail
 REPO=${CAMPAIGN_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 STATE=${STATE:-$(dirname "$REPO")/campaign}
@@ -96,8 +100,20 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
   done
 }
 
+code_moved() {  # REPO's HEAD is a clean commit whose code (anything outside results/) differs from this worktree's
+  [ "${FOLLOW:-1}" = 1 ] || return 1
+  local now
+  now=$(git -C "$REPO" rev-parse HEAD)
+  [ "$now" != "$HEAD" ] || return 1
+  [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no)" ] || return 1
+  ! git -C "$REPO" diff --quiet "$HEAD" "$now" -- . ':(exclude)results'
+}
+
+moved="$STATE/.code-moved.$$"  # written between runs when code_moved: the rest of the queue is left to that commit
+rm -f "$moved"
 grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   [ -n "$sweep" ] || continue
+  if [ -e "$moved" ]; then continue; fi
   if [ "$sweep" = prep ]; then
     read -ra args <<< "$glob"
     prep_once "${args[@]}" </dev/null || { echo "campaign: prep $glob failed" >&2; exit 1; }
@@ -108,12 +124,21 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   # one run at a time, so that each run's files are committed as soon as it finishes
   fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
   while read -r run; do
+    if [ -e "$moved" ]; then continue; fi  # read on to the end: a pipe closed early would fail its writer
     # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)
     if committed "$name/$run"; then
       continue
     fi
     fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
+    if code_moved; then : > "$moved"; fi  # between runs only: no run trains at two commits because of this
   done
 done
+if [ -e "$moved" ]; then
+  rm -f "$moved"
+  echo "campaign: $(date -Is) HEAD moved to $(git -C "$REPO" rev-parse --short=12 HEAD), which changes code;" \
+    "going on from there"
+  cd "$REPO"
+  exec bash "$REPO/scripts/campaign.sh" "$@"
+fi
 echo "campaign: $(date -Is) queue finished"

@@ -23,14 +23,16 @@ def _git(repo, *args):
                           env=dict(os.environ, **GIT_ENV)).stdout
 
 
-def _campaign(repo, state):
-    env = dict(os.environ, **GIT_ENV, STATE=str(state), PY=sys.executable, QUEUE="campaign/tiny_queue.txt",
-               THREADS="1")
+def _campaign(repo, state, **env_vars):
+    env = {**os.environ, **GIT_ENV, "STATE": str(state), "PY": sys.executable, "QUEUE": "campaign/tiny_queue.txt",
+           "THREADS": "1", **env_vars}
     return subprocess.run(["bash", "scripts/campaign.sh"], cwd=repo, env=env, capture_output=True, text=True,
                           timeout=600)
 
 
-def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
+def _tiny_clone(tmp_path, scan_bin):
+    """A clone of this repository with a committed two-step queue (seed 2, then seed 1) of a tiny rel-uni sweep:
+    (clone, state folder, HEAD)."""
     repo, state = tmp_path / "repo", tmp_path / "state"
     subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
     (repo / "campaign" / "tiny.yaml").write_text(f"""name: tiny
@@ -49,7 +51,11 @@ configurations:
                                                       "campaign/tiny.yaml scan/*/seed1\n")
     _git(repo, "add", "campaign")
     _git(repo, "commit", "-q", "-m", "tiny queue")
-    head = _git(repo, "rev-parse", "HEAD").strip()
+    return repo, state, _git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
+    repo, state, head = _tiny_clone(tmp_path, scan_bin)
 
     p = _campaign(repo, state)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -102,6 +108,34 @@ configurations:
     (repo / "README.md").write_text("edited\n")
     p = _campaign(repo, state)
     assert p.returncode == 1 and "uncommitted changes" in p.stderr
+
+
+def test_campaign_goes_on_from_a_code_commit_made_while_a_run_trains(scan_bin, tmp_path):
+    """A commit that changes code (anything outside results/), made while the first run trains: that run finishes
+    at the commit it started from, and the next run trains at the new HEAD (the worktree of the commit after the
+    first run's results commit). The campaign's own results commits alone never move it."""
+    repo, state, head = _tiny_clone(tmp_path, scan_bin)
+    wrapper = tmp_path / "python_that_commits"  # the campaign's PY: a developer commits while the first run trains
+    wrapper.write_text(f"""#!/usr/bin/env bash
+if [[ " $* " == *" sweep "* && " $* " != *" --dry-run "* && ! -e {tmp_path}/edited ]]; then
+  touch {tmp_path}/edited
+  echo "an edit" >> {repo}/docs/data.md
+  git -C {repo} commit -q -m "docs edited" -- docs/data.md
+fi
+exec {sys.executable} "$@"
+""")
+    wrapper.chmod(0o755)
+    p = _campaign(repo, state, PY=str(wrapper))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    edit = _git(repo, "log", "-1", "--format=%H", "--", "docs/data.md").strip()
+    run = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni"
+    first, second = ((run / f"seed{s}" / "commit.txt").read_text().split()[0] for s in (2, 1))
+    assert first == head  # trained to its end at the commit it started from
+    assert second != head and subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", edit, second]
+                                             ).returncode == 0
+    assert f"HEAD moved to {second[:12]}, which changes code; going on from there" in p.stdout, p.stdout
+    assert p.stdout.count("HEAD moved") == 1  # the second run's results commit changes results/ only
+    assert (state / f"tree-{second[:12]}").is_dir() and not list(state.glob(".code-moved.*"))
 
 
 def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
