@@ -179,3 +179,32 @@ def test_every_step_of_the_campaigns_queues_selects_runs():
                 continue
             runs = sweep.plan(sweep.load_sweep(REPO / first), Path("/nonexistent"), cpu=True)
             assert sweep.select(runs, [rest.strip()]), where
+
+
+def test_status_counts_done_under_way_and_left_runs(tmp_path):
+    """campaign/status.py: per queue step, the runs recorded under results/campaign (done), those with a train.log
+    in the state folder (under way, with the last update it logged) and the rest; totals over distinct runs; a
+    missing queue file is one line and exit 2."""
+    queue = tmp_path / "queue.txt"
+    queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
+                     "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n")
+    results, state = tmp_path / "results", tmp_path / "state"
+    (results / "park_kim_scan26_5k/scan/lt/seed1").mkdir(parents=True)
+    (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text("{}")
+    run = state / "runs/park_kim_scan26_5k/scan/lt_l2_orth/seed1"
+    run.mkdir(parents=True)
+    (run / "train.log").write_text(
+        '2026-11-25 10:00:00 | INFO | train_inner | {"epoch": 9, "update": 8.5, "loss": "0.5", "num_updates": "700"}\n'
+        '# 2026-11-25T11:00:00 sweep: fairseq-train ... (resumed)\n'
+        '2026-11-25 11:00:09 | INFO | train_inner | {"epoch": 9, "update": 8.1, "loss": "0.6", "num_updates": "600"}\n')
+    p = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(state),
+                        "--results", str(results)], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "queue.txt:",
+        "    3 campaign/park_kim_scan26_5k.yaml scan/*/seed1: 1/2 done; under way: scan/lt_l2_orth/seed1 (update 700)",
+        "    4 campaign/park_kim_scan26_5k.yaml scan/*/seed2: 0/2 done",
+        "distinct runs: 4; done 1, under way 1, left 2"]
+    missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr

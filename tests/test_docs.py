@@ -2,8 +2,8 @@
 README.md and docs/*.md, every repository path they name, and every command line they show.
 
 The command lines are those of the shell (and unlabelled) code blocks and of the inline code whose program is
-`fairseq-compgen`, `fairseq-train`, `fairseq-generate`, `python -m fairseq_compgen...`, `python scripts/X.py` or
-`python benchmarks/X.py`. Each is run in this process by the program's own entry point, and stopped once its own
+`fairseq-compgen`, `fairseq-train`, `fairseq-generate`, `python -m fairseq_compgen...`, `python scripts/X.py`,
+`python benchmarks/X.py` or `python campaign/X.py`. Each is run in this process by the program's own entry point, and stopped once its own
 argparse parser has read the command line (`_stop_after_parsing`), so an option, a choice or a value of the wrong
 type that the program does not take fails the test with the file and line; a module or script that does not exist
 fails too. Beyond parsing:
@@ -131,7 +131,7 @@ class Command:
 FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```", flags=re.S | re.M)
 SHELL = ("bash", "sh", "")  # the blocks read as shell: not python
 PROGRAM = re.compile(r"(?<![\w./-])(fairseq-compgen|fairseq-train|fairseq-generate|python -m fairseq_compgen(?:\.\w+)*|"
-                     r"python (?:scripts|benchmarks)/\w+\.py)(?![\w.-])")
+                     r"python (?:scripts|benchmarks|campaign)/\w+\.py)(?![\w.-])")
 END = re.compile(r";|&&|\|\||\s\|\s|\s[<>]+\s")  # what ends a command: a list operator, a pipe, a redirection
 TICKED_SPAN = re.compile(r"`([^`]+)`")  # inline code, which may wrap lines
 OPTIONAL = re.compile(r"(?<!\S)\[([^\[\]]*)\](?!\S)")  # [--scan-dir DIR], a bracket starting and ending a word
