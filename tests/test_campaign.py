@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,3 +209,24 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
+
+
+def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
+    """Changes under results/campaign/ alone are another lane committing a run: the campaign waits for them (up to
+    30 s) instead of refusing the tree; here the other lane's commit lands 2 s after the start."""
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    (repo / "campaign" / "empty_queue.txt").write_text("# nothing to run but a blank line\n\n")
+    _git(repo, "add", "campaign")
+    _git(repo, "commit", "-q", "-m", "empty queue")
+    other = repo / "results" / "campaign" / "other_lane.txt"
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text("a run's files\n")
+    _git(repo, "add", str(other))  # staged, as `git add` leaves them until `git commit` runs
+    env = {**os.environ, **GIT_ENV, "STATE": str(state), "PY": sys.executable, "QUEUE": "campaign/empty_queue.txt"}
+    p = subprocess.Popen(["bash", "scripts/campaign.sh"], cwd=repo, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    _git(repo, "commit", "-q", "-m", "the other lane's run", "--", str(other))
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "queue finished" in out, out + err
