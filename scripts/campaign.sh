@@ -38,8 +38,26 @@ fi
 HEAD=$(git rev-parse HEAD)
 mkdir -p "$STATE"
 TREE="$STATE/tree-${HEAD:0:12}"
-# two lanes started together would race to add the same worktree: one lock file in STATE serializes it
-( flock 9; [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null ) 9>"$STATE/.worktree.lock"
+# two lanes started together would race to add the same worktree: one lock file in STATE serializes it. Under the
+# same lock, the worktrees of earlier commits that no running process names are removed (every process of a lane
+# names its worktree on its command line: the script, the sweep file, --user-dir), or following commits would
+# leave one behind per commit.
+named_by_a_process() {  # a running process has "$1/" on its command line (read by tr, whose own line lacks it)
+  local f
+  for f in /proc/[0-9]*/cmdline; do
+    case "$(tr '\0' ' ' < "$f" 2>/dev/null)" in *"$1/"*) return 0 ;; esac
+  done
+  return 1
+}
+(
+  flock 9
+  [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
+  for old in "$STATE"/tree-*; do
+    if [ -d "$old" ] && [ "$old" != "$TREE" ] && ! named_by_a_process "$old"; then
+      git worktree remove --force "$old" && echo "campaign: removed the unused worktree $old"
+    fi
+  done
+) 9>"$STATE/.worktree.lock"
 # bash reads a script as it runs: go on from the worktree's copy, which no edit in this checkout can change
 if [ "$(cd "$(dirname "$0")" && pwd)" != "$TREE/scripts" ]; then
   CAMPAIGN_REPO=$REPO exec bash "$TREE/scripts/campaign.sh" "$@"
