@@ -137,6 +137,10 @@ exec {sys.executable} "$@"
     assert f"HEAD moved to {second[:12]}, which changes code; going on from there" in p.stdout, p.stdout
     assert p.stdout.count("HEAD moved") == 1  # the second run's results commit changes results/ only
     assert (state / f"tree-{second[:12]}").is_dir() and not list(state.glob(".code-moved.*"))
+    # the first commit's worktree, which no process names any more, was removed when the campaign moved on
+    assert not (state / f"tree-{head[:12]}").exists()
+    assert f"removed the unused worktree {state}/tree-{head[:12]}" in p.stdout
+    assert str(state / f"tree-{head[:12]}") not in _git(repo, "worktree", "list")
 
 
 def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
