@@ -1,15 +1,21 @@
 """Where the campaign stands: every step of the queue files, read as scripts/campaign.sh reads them, with how many of
 its runs are recorded under results/campaign/ (done), which are under way in the state folder (the last update
-their train.log reached), and how many are left; then the totals over the distinct runs of all the queues.
+their train.log reached), and how many are left; then the totals over the distinct runs of all the queues, and the
+training time still to come, estimated from the recorded runs.
 
     python campaign/status.py                          # campaign/queue*.txt; state folder ../campaign beside the checkout
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
 campaign commits it right after copying it); under way when its folder in STATE/runs/ has a train.log but no
-done.json recorded here. Reads files only: it starts, stops and changes nothing.
+done.json recorded here. The estimate gives each run not done the median training time (train.log's clock, summed
+over invocations; evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else
+of its sweep and dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
+on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
+changes nothing.
 """
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -17,13 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fairseq_compgen.pipelines import sweep  # noqa: E402
-from fairseq_compgen.pipelines.train_log import read_records  # noqa: E402
+from fairseq_compgen.pipelines.train_log import last_num_updates, train_wall  # noqa: E402
 
 
-def last_update(log: Path):
-    """The highest update a train.log reports (its last invocation may have restarted below it), or None."""
-    updates = [r.num_updates for r in read_records(log) if r.num_updates is not None]
-    return max(updates) if updates else None
+def recorded_hours(results: Path):
+    """(sweep, dataset, config) -> training hours of each recorded run, and (sweep, dataset) -> the same pooled."""
+    by_config, by_dataset = {}, {}
+    for log in results.glob("*/*/*/seed*/train.log"):
+        seconds = train_wall(log)
+        if seconds is None:
+            continue
+        sweep_name, dataset, config = log.parts[-5:-2]
+        by_config.setdefault((sweep_name, dataset, config), []).append(seconds / 3600)
+        by_dataset.setdefault((sweep_name, dataset), []).append(seconds / 3600)
+    return by_config, by_dataset
 
 
 def steps(queue: Path):
@@ -47,7 +60,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     queues = a.queue or sorted((REPO / "campaign").glob("queue*.txt"))
     results = a.results
+    by_config, by_dataset = recorded_hours(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
+    cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
         if not queue.is_file():
             print(f"status.py: --queue {queue}: no such file", file=sys.stderr)
@@ -64,9 +79,11 @@ def main(argv=None) -> int:
                     done.append(run.name)
                     seen[key] = "done"
                     continue
+                known = by_config.get((name, run.dataset, run.config)) or by_dataset.get((name, run.dataset))
+                cost[key] = statistics.median(known) if known else None
                 log = a.state / "runs" / name / run.name / "train.log"
                 if log.is_file():
-                    going.append(f"{run.name} (update {last_update(log) or 0:,})")
+                    going.append(f"{run.name} (update {last_num_updates(log) or 0:,})")
                     seen[key] = "under way"
                 else:
                     left.append(run.name)
@@ -80,6 +97,10 @@ def main(argv=None) -> int:
     counts = {k: sum(v == k for v in seen.values()) for k in ("done", "under way", "left")}
     print(f"distinct runs: {len(seen)}; done {counts['done']}, under way {counts['under way']}, "
           f"left {counts['left']}")
+    todo = [cost[k] for k, v in seen.items() if v != "done"]
+    known = [h for h in todo if h is not None]
+    print(f"training time to come: about {sum(known):.1f} core-hours for {len(known)} runs at the median of the "
+          f"recorded runs like them; {len(todo) - len(known)} runs with none recorded to go by")
     return 0
 
 

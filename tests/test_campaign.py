@@ -188,14 +188,22 @@ def test_every_step_of_the_campaigns_queues_selects_runs():
 
 def test_status_counts_done_under_way_and_left_runs(tmp_path):
     """campaign/status.py: per queue step, the runs recorded under results/campaign (done), those with a train.log
-    in the state folder (under way, with the last update it logged) and the rest; totals over distinct runs; a
-    missing queue file is one line and exit 2."""
+    in the state folder (under way, with the last update it logged: 600 after a resume from a checkpoint below 700)
+    and the rest; totals over distinct runs; the training time to come from the recorded runs' train.log clocks
+    (invocations summed); a missing queue file is one line and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n")
     results, state = tmp_path / "results", tmp_path / "state"
     (results / "park_kim_scan26_5k/scan/lt/seed1").mkdir(parents=True)
     (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text("{}")
+    (results / "park_kim_scan26_5k/scan/lt/seed1/train.log").write_text(  # 1.5 h of training, in two invocations
+        '# 2026-11-25T08:00:00 sweep: fairseq-train ...\n'
+        '2026-11-25 08:59:59 | INFO | train | {"epoch": 9, "train_loss": "0.5", "train_num_updates": "800", '
+        '"train_wall": "3600"}\n'
+        '# 2026-11-25T09:00:00 sweep: fairseq-train ... (resumed)\n'
+        '2026-11-25 09:30:00 | INFO | train | {"epoch": 12, "train_loss": "0.4", "train_num_updates": "1000", '
+        '"train_wall": "1800"}\n')
     run = state / "runs/park_kim_scan26_5k/scan/lt_l2_orth/seed1"
     run.mkdir(parents=True)
     (run / "train.log").write_text(
@@ -207,9 +215,12 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [
         "queue.txt:",
-        "    3 campaign/park_kim_scan26_5k.yaml scan/*/seed1: 1/2 done; under way: scan/lt_l2_orth/seed1 (update 700)",
+        "    3 campaign/park_kim_scan26_5k.yaml scan/*/seed1: 1/2 done; under way: scan/lt_l2_orth/seed1 (update 600)",
         "    4 campaign/park_kim_scan26_5k.yaml scan/*/seed2: 0/2 done",
-        "distinct runs: 4; done 1, under way 1, left 2"]
+        "distinct runs: 4; done 1, under way 1, left 2",
+        # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h
+        "training time to come: about 4.5 core-hours for 3 runs at the median of the recorded runs like them; "
+        "0 runs with none recorded to go by"]
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
