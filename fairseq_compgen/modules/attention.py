@@ -33,6 +33,20 @@ from fairseq_compgen.modules.softmax import softmax
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
+def add_projections(module: nn.Module, embed_dim: int, kv_dim: int, bias: bool) -> None:
+    """module.q_proj (embed_dim -> embed_dim), k_proj and v_proj (kv_dim -> embed_dim), out_proj (embed_dim ->
+    embed_dim): Xavier-uniform weights, zero biases, made in this order (the order of the draws from the seed). For
+    every attention of this package (this module's, modules/linear_attention.py's)."""
+    module.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+    module.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+    module.v_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
+    module.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+    for lin in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
+        nn.init.xavier_uniform_(lin.weight)
+        if lin.bias is not None:
+            nn.init.zeros_(lin.bias)
+
+
 class MultiheadAttention(FairseqIncrementalState, nn.Module):
     """Self- or cross-attention. Tensors are batch-first: x [B, T, C]."""
 
@@ -52,15 +66,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.scale = self.head_dim**-0.5
-        kv_dim = kv_dim or embed_dim
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
-            nn.init.xavier_uniform_(lin.weight)
-            if lin.bias is not None:
-                nn.init.zeros_(lin.bias)
+        add_projections(self, embed_dim, kv_dim or embed_dim, bias)
         self.dropout = dropout
         self.scorer = scorer
         # cross-attention over left-padded sources: key positions count from each example's first real token

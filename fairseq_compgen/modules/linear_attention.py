@@ -47,7 +47,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention
+from fairseq_compgen.modules.attention import IncrementalState, MultiheadAttention, add_projections
 from fairseq_compgen.modules.depth_memo import DepthMemo, once_per_pass
 
 QK_NORMS = ("none", "l1", "l2", "rms")
@@ -171,15 +171,7 @@ class LinearAttention(FairseqIncrementalState, nn.Module):
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.qk_norm, self.eps, self.chunk_size = qk_norm, eps, chunk_size
-        kv_dim = kv_dim or embed_dim
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(kv_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
-            nn.init.xavier_uniform_(lin.weight)
-            if lin.bias is not None:
-                nn.init.zeros_(lin.bias)
+        add_projections(self, embed_dim, kv_dim or embed_dim, bias)
         if qk_norm == "rms":  # one γ for Q and one for K, each shared by all heads
             self.q_gamma = nn.Parameter(torch.ones(self.head_dim))
             self.k_gamma = nn.Parameter(torch.ones(self.head_dim))

@@ -38,9 +38,9 @@ from fairseq.tasks import FairseqTask, register_task
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
-from fairseq_compgen.tasks.autocast import AutocastConfig, autocast_criterion
+from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
-from fairseq_compgen.tasks.divergence import check_loss
+from fairseq_compgen.tasks.divergence import CheckedTrainStep
 
 logger = logging.getLogger(__name__)
 TAG_FIELDS = ct.FIELDS[1:]  # role, category, noun_type, verb_name (parent is a position)
@@ -137,7 +137,7 @@ class CogsTaggingConfig(AutocastConfig):
 
 
 @register_task("cogs_tagging", dataclass=CogsTaggingConfig)
-class CogsTaggingTask(FairseqTask):
+class CogsTaggingTask(CheckedTrainStep, FairseqTask):  # train_step: --autocast-bf16, one-line divergence
     def __init__(self, cfg, src_dict, tag_dicts, max_sentence_length=0):
         super().__init__(cfg)
         self.src_dict, self.tag_dictionaries = src_dict, tag_dicts
@@ -186,12 +186,6 @@ class CogsTaggingTask(FairseqTask):
         fp = fingerprint(self.src_dict, *(self.tag_dictionaries[f] for f in TAG_FIELDS))
         guard(cfg, fp, self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
-
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)  # --autocast-bf16 (tasks/autocast.py)
-        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        check_loss(out[0], model, optimizer, update_num, ignore_grad)  # a NaN loss: one line (tasks/divergence.py)
-        return out
 
     @property
     def source_dictionary(self):

@@ -29,9 +29,9 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.tasks.autocast import AutocastConfig, autocast_criterion
+from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
-from fairseq_compgen.tasks.divergence import check_loss
+from fairseq_compgen.tasks.divergence import CheckedTrainStep
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def _sum(logging_outputs, key):
 
 
 @register_task("compgen", dataclass=CompgenConfig)
-class CompgenTask(TranslationTask):
+class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-bf16, one-line divergence
     cfg: CompgenConfig
 
     @classmethod
@@ -186,12 +186,6 @@ class CompgenTask(TranslationTask):
     def build_model(self, cfg, from_checkpoint=False):
         guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
-
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)  # --autocast-bf16 (tasks/autocast.py)
-        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        check_loss(out[0], model, optimizer, update_num, ignore_grad)  # a NaN loss: one line (tasks/divergence.py)
-        return out
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         target = sample.get("target")

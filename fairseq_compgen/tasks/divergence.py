@@ -2,8 +2,8 @@
 
 A NaN/Inf loss used to end a run with a 60-line traceback whose last line is a `StopIteration` from fairseq's NaN
 detector re-running the batch with hooks; the cause (the loss or gradients became NaN at update N) sat far above
-it. The tasks call :func:`check_loss` after every training forward/backward pass: a non-finite loss in an fp32 model
-raises a UsageError naming the update, the loss, the learning rate and what to try. (With --fp16/--amp fairseq's
+it. The tasks call :func:`check_loss` after every training forward/backward pass (:class:`CheckedTrainStep`): a
+non-finite loss in an fp32 model raises a UsageError naming the update, the loss, the learning rate and what to try. (With --fp16/--amp fairseq's
 loss scaler handles overflows itself, so half-precision models are left to it; finite losses with non-finite
 gradients still take fairseq's own path.) Nothing is saved after the failing update but fairseq's crash.pt, so
 checkpoint_last.pt stays the last finite state; :func:`check_weights` refuses to resume from a checkpoint whose weights are already NaN/Inf.
@@ -13,6 +13,18 @@ import math
 import torch
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.tasks.autocast import autocast_criterion
+
+
+class CheckedTrainStep:
+    """A task's train_step, for the tasks of this package (mixed in before fairseq's task class): the criterion under
+    --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line (check_loss below)."""
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        check_loss(out[0], model, optimizer, update_num, ignore_grad)
+        return out
 
 
 def check_loss(loss, model, optimizer, update_num: int, ignore_grad: bool) -> None:
