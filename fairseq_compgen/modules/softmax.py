@@ -4,13 +4,13 @@ The same function as ``torch.softmax(x, dim=-1)``: p_j = exp(x_j - max_i x_i) / 
 gradient dL/dx = p * (g - sum_j g_j p_j) for the incoming gradient g; a row whose entries are all -inf gives NaN,
 as torch.softmax does. Only the kernels differ. On CPU, ATen's last-dimension softmax and its backward are several
 times slower per row when the row is shorter than one vector register (64 bytes with AVX-512: 16 float32 or 32
-bfloat16; 32 bytes with AVX2) than when it fills one or more: measured with torch 2.13 on the AVX-512 Xeon of
-docs/results.md, one thread (`benchmarks/softmax.py`, results/softmax_cpu.json), forward + backward over rows of
-4-15 float32 took 3.1-4.1x as long with torch.softmax as with the elementwise and reduction kernels below, and over
-rows of 4-28 bfloat16 1.6-2.5x, while over rows of 16 float32 or 32 bfloat16 and longer torch.softmax was 1.4-3x
-faster than they are. Attention over SCAN's commands (at most 10
-tokens with EOS) and over short targets is that slow case, so `softmax` takes the composite for those rows only
-and torch.softmax otherwise; on other devices or CPUs without AVX2/AVX-512 it is torch.softmax.
+bfloat16) than when it fills one or more: measured with torch 2.13 on the AVX-512 Xeon of docs/results.md, one
+thread (`benchmarks/softmax.py`, results/softmax_cpu.json), forward + backward over rows of 4-15 float32 took
+3.1-4.1x as long with torch.softmax as with the elementwise and reduction kernels below, and over rows of 4-28
+bfloat16 1.6-2.5x, while over rows of 16 float32 or 32 bfloat16 and longer torch.softmax was 1.4-3x faster than
+they are. Attention over SCAN's commands (at most 10 tokens with EOS) and over short targets is that slow case, so
+`softmax` takes the composite for those rows only and torch.softmax otherwise. With AVX2 the same rule is applied
+to its 32-byte registers (not measured here); on other devices and CPUs it is torch.softmax.
 
 The result equals torch.softmax's to rounding (float32: within a few ulp), not bitwise. A bfloat16/float16 x is
 computed in float32 and rounded back, as ATen's CPU kernel does; float64 stays float64.
