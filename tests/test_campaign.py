@@ -31,12 +31,21 @@ def _campaign(repo, state, **env_vars):
                           timeout=600)
 
 
+def _clone_with(tmp_path, files):
+    """A clone of this repository with `files` (path under the clone -> text) committed: (clone, state folder, HEAD)."""
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", *files)
+    _git(repo, "commit", "-q", "-m", "a queue for this test")
+    return repo, state, _git(repo, "rev-parse", "HEAD").strip()
+
+
 def _tiny_clone(tmp_path, scan_bin):
     """A clone of this repository with a committed two-step queue (seed 2, then seed 1) of a tiny rel-uni sweep:
     (clone, state folder, HEAD)."""
-    repo, state = tmp_path / "repo", tmp_path / "state"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
-    (repo / "campaign" / "tiny.yaml").write_text(f"""name: tiny
+    return _clone_with(tmp_path, {"campaign/tiny.yaml": f"""name: tiny
 seeds: [1, 2]
 datasets:
   scan:
@@ -47,12 +56,8 @@ configurations:
   rel_uni:
     arch: rel_uni_transformer_scan
     flags: "{TINY}"
-""")
-    (repo / "campaign" / "tiny_queue.txt").write_text("# two steps, one seed each\ncampaign/tiny.yaml scan/*/seed2\n"
-                                                      "campaign/tiny.yaml scan/*/seed1\n")
-    _git(repo, "add", "campaign")
-    _git(repo, "commit", "-q", "-m", "tiny queue")
-    return repo, state, _git(repo, "rev-parse", "HEAD").strip()
+""", "campaign/tiny_queue.txt": "# two steps, one seed each\ncampaign/tiny.yaml scan/*/seed2\n"
+                                   "campaign/tiny.yaml scan/*/seed1\n"})
 
 
 def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
@@ -229,11 +234,7 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
 def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     """Changes under results/campaign/ alone are another lane committing a run: the campaign waits for them (up to
     30 s) instead of refusing the tree; here the other lane's commit lands 2 s after the start."""
-    repo, state = tmp_path / "repo", tmp_path / "state"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
-    (repo / "campaign" / "empty_queue.txt").write_text("# nothing to run but a blank line\n\n")
-    _git(repo, "add", "campaign")
-    _git(repo, "commit", "-q", "-m", "empty queue")
+    repo, state, _ = _clone_with(tmp_path, {"campaign/empty_queue.txt": "# nothing to run but a blank line\n\n"})
     other = repo / "results" / "campaign" / "other_lane.txt"
     other.parent.mkdir(parents=True, exist_ok=True)
     other.write_text("a run's files\n")

@@ -3,10 +3,10 @@ README.md and docs/*.md, every repository path they name, and every command line
 
 The command lines are those of the shell (and unlabelled) code blocks and of the inline code whose program is
 `fairseq-compgen`, `fairseq-train`, `fairseq-generate`, `python -m fairseq_compgen...`, `python scripts/X.py`,
-`python benchmarks/X.py` or `python campaign/X.py`. Each is run in this process by the program's own entry point, and stopped once its own
-argparse parser has read the command line (`_stop_after_parsing`), so an option, a choice or a value of the wrong
-type that the program does not take fails the test with the file and line; a module or script that does not exist
-fails too. Beyond parsing:
+`python benchmarks/X.py` or `python campaign/X.py`. Each is run in this process by the program's own entry point,
+and stopped once its own argparse parser has read the command line (`_stop_after_parsing`), so an option, a choice
+or a value of the wrong type that the program does not take fails the test with the file and line; a module or
+script that does not exist fails too. Beyond parsing:
   * `fairseq-compgen train ...` runs with `--dry-run` (it prints the fairseq-train command and runs nothing) and the
     printed command is parsed by fairseq's training parser for its arch: the recipe and the arch must exist, and
     every fairseq-train option after SAVE is checked;

@@ -396,9 +396,8 @@ def drop_copies_of_last(save: Path, best: bool = False) -> List[Path]:
     """Remove the checkpoints of a finished run that hold the same bytes as its ``checkpoint_last.pt``: fairseq
     writes every save as ``checkpoint_E_U.pt`` (or ``checkpointE.pt`` at an epoch's end) and copies it to
     ``checkpoint_last.pt`` (and ``checkpoint_best.pt`` when it is the best), so a finished run kept three identical
-    files. ``checkpoint_last.pt`` (what fairseq-train
-    resumes from and `fairseq-compgen eval` reads) always stays; ``checkpoint_best.pt`` too unless ``best``.
-    Returns what was removed."""
+    files. ``checkpoint_last.pt`` (what fairseq-train resumes from and `fairseq-compgen eval` reads) always stays;
+    ``checkpoint_best.pt`` too unless ``best``. Returns what was removed."""
     import filecmp
 
     last = Path(save) / "checkpoint_last.pt"
