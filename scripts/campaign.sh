@@ -15,6 +15,9 @@
 # `git commit -- <that folder>` only (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or
 # changed, so that `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in
 # progress in this checkout is never committed.
+# A run stopped by the end of a session resumes from its checkpoint in STATE; on a fresh machine (a new STATE) it
+# resumes from the checkpoint that `campaign/carry.py save` committed under results/campaign/_carry/ before the
+# session ended (restored at the start, below; removed in the commit that records the run), else from scratch.
 # Between runs, when this repository's HEAD has moved to a clean commit that changes anything outside results/ (a
 # commit of code, a sweep or the queue; the campaign's own result commits do not count), the campaign goes on from a
 # worktree of that commit, so a fix or speed-up reaches the runs that start after it, and no run changes commit
@@ -115,9 +118,15 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
       sweep_json="results/campaign/$name/sweep.json"
     fi
     msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt"))"
+    # the run's carried checkpoint (campaign/carry.py), if any, goes in the same commit
+    carried=""
+    if [ -n "$(git -C "$REPO" ls-files -- "results/campaign/_carry/$rel")" ]; then
+      carried="results/campaign/_carry/$rel"
+      git -C "$REPO" rm -r -q -- "$carried"
+    fi
     for i in 1 2 3 4 5; do
       git -C "$REPO" add -- "results/campaign/$rel" $sweep_json &&
-        git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" $sweep_json && break
+        git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" $sweep_json $carried && break
       sleep 5
     done
     echo "campaign: committed $rel"
@@ -133,6 +142,9 @@ code_moved() {  # REPO's HEAD is a clean commit whose code (anything outside res
   ! git -C "$REPO" diff --quiet "$HEAD" "$now" -- . ':(exclude)results'
 }
 
+# runs carried from another machine (campaign/carry.py save, committed under results/campaign/_carry/): back into
+# this state folder where it has no checkpoint of theirs, so that they resume instead of starting again
+"$PY" "$TREE/campaign/carry.py" restore --repo "$REPO" --state "$STATE" || echo "campaign: carry restore failed" >&2
 moved="$STATE/.code-moved.$$"  # written between runs when code_moved: the rest of the queue is left to that commit
 rm -f "$moved"
 grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do

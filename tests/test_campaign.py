@@ -246,3 +246,55 @@ def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     _git(repo, "commit", "-q", "-m", "the other lane's run", "--", str(other))
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and "queue finished" in out, out + err
+
+
+def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_bin, tmp_path):
+    """campaign/carry.py: `save` commits an unfinished run's checkpoint and records under results/campaign/_carry/
+    (one commit of that folder alone; a checkpoint over --max-mb is left out, one already carried is not committed
+    again); on a fresh machine (a new state folder) the campaign restores it and resumes from that checkpoint
+    instead of training from scratch, and the commit that records the run removes its carried folder. The unfinished
+    run is a finished run of the tiny queue whose done.json and evaluations were removed: resuming it loads the
+    checkpoint at update 6 and trains no further."""
+    repo, state, head = _tiny_clone(tmp_path, scan_bin)
+    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
+    _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    p = _campaign(repo, state)
+    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
+    _git(repo, "reset", "-q", "--hard", head)  # as if the run had not finished: no results, no done.json
+    run = state / "runs" / "tiny" / "scan" / "rel_uni" / "seed1"
+    (run / "done.json").unlink()
+    shutil.rmtree(run / "eval")
+    carry = [sys.executable, "campaign/carry.py", "save", "--state", str(state), "--repo", str(repo)]
+
+    small = subprocess.run(carry + ["--max-mb", "0.01"], cwd=REPO, capture_output=True, text=True)
+    assert small.returncode == 0 and "not carried, its checkpoint is" in small.stdout, small.stdout + small.stderr
+    assert _git(repo, "rev-parse", "HEAD").strip() == head
+    p = subprocess.run(carry, cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1 at update 6" in p.stdout, p.stdout + p.stderr
+    carried = repo / "results" / "campaign" / "_carry" / "tiny" / "scan" / "rel_uni" / "seed1"
+    files = _git(repo, "show", "--name-only", "--format=%s", "HEAD").split("\n")
+    assert files[0].startswith("Campaign carry: tiny/scan/rel_uni/seed1 at update 6 (training at " + head[:12])
+    assert {Path(f).name for f in files[1:] if f} >= {"checkpoint_last.pt", "settings.json", "train.log",
+                                                      "commit.txt", "data.json"}
+    assert all(f.startswith("results/campaign/_carry/tiny/scan/rel_uni/seed1/") for f in files[1:] if f)
+    assert (carried / "checkpoint_last.pt").read_bytes() == (run / "checkpoint_last.pt").read_bytes()
+    again = subprocess.run(carry, cwd=REPO, capture_output=True, text=True)
+    assert "already carried at this checkpoint" in again.stdout and "0 run(s) carried" in again.stdout, again.stdout
+    carry_commit = _git(repo, "rev-parse", "HEAD").strip()
+
+    fresh = tmp_path / "fresh_state"  # a fresh machine: the repository alone
+    p = _campaign(repo, fresh)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"carry: restored tiny/scan/rel_uni/seed1 into {fresh.resolve()}" in p.stdout, p.stdout
+    assert "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout
+    log = (fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
+    assert "loaded checkpoint" in log and "@ 6 updates" in log, log[-2000:]  # resumed, not trained from scratch
+    recorded = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / "seed1"
+    assert json.loads((recorded / "done.json").read_text())["accuracy"]
+    assert len((recorded / "command.history").read_text().splitlines()) == 2  # the carried start and the resume
+    assert not carried.exists() and not _git(repo, "ls-files", "results/campaign/_carry")
+    changed = _git(repo, "show", "--name-status", "--format=", "HEAD").splitlines()
+    assert any(c.startswith("D\tresults/campaign/_carry/tiny/scan/rel_uni/seed1/") for c in changed), changed
+    assert _git(repo, "rev-parse", "HEAD~1").strip() == carry_commit  # one commit records the run, removes the carry
+    assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""

@@ -1,0 +1,200 @@
+"""Carry the campaign's unfinished runs across machines: their last checkpoint and records, committed into this
+repository before a session ends, and put back into a new state folder when the campaign starts on a fresh machine.
+
+    python campaign/carry.py save                    # now: every unfinished run of ../campaign/runs with a checkpoint
+    python campaign/carry.py save --after 165        # the same, 165 minutes from now (start it with the campaign)
+    python campaign/carry.py restore                 # scripts/campaign.sh calls this before its queue
+
+Why: the campaign's checkpoints live in its state folder (STATE, ../campaign beside the checkout), and a session's
+machine is not always the next session's. On a fresh machine only the repository is left, so a run stopped by the
+end of a session started again from scratch, and a run longer than one session (the 50,000-update Rel. Uni. run)
+could never finish. `save` commits, for each run under STATE/runs/<sweep>/<dataset>/<config>/seedK/ that has a
+checkpoint_last.pt and no done.json, that checkpoint and the run's records (settings, command, launch, commit and
+machine records with their *.history, data.json, train.log) to results/campaign/_carry/<sweep>/<run>/, one commit
+of that folder alone per run; a run whose carried checkpoint is already the same file is left as it is.
+`restore` copies a carried run back into STATE/runs/ when that folder has no checkpoint of its own (a fresh
+machine, or a run that never reached a checkpoint here) and no sweep holds its lock; the campaign's sweep then
+resumes it from the checkpoint as from its own (fairseq-train finds checkpoint_last.pt in the run folder; the
+resume checks of tasks/checkpoint_guard.py compare the data, and the checkpoint is read by the package's
+weights-only loader, fairseq_compgen/checkpoint_loading.py). When the run finishes, scripts/campaign.sh removes its
+carried folder in the commit that records the run.
+
+What it costs: every carried checkpoint stays in the repository's history, so `save` skips checkpoints larger
+than --max-mb (default 16: the SCAN-size presets' checkpoints are 4-12 MB; the Chaabouni d = 256 ones, 64 MB,
+are not carried and resume only where the state folder survives). Carry once per session, near its end, not
+periodically. settings.json names the run's data folder absolutely, and a sweep refuses a run folder whose
+settings differ: a run is restored only where that folder exists or lies inside the state folder (whose queue
+prepares it before the run).
+"""
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CARRY = Path("results") / "campaign" / "_carry"  # relative to the repository
+CHECKPOINT = "checkpoint_last.pt"
+RECORDS = ("settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json",
+           "options_changed.txt", "command.history", "launch.history", "commit.history", "machine.history",
+           "data.history", "train.log")
+LOCK = ".lock"  # the sweep's lock on a run folder (pipelines/runner.py)
+
+
+def unfinished_runs(state: Path):
+    """(run folder relative to STATE/runs, i.e. <sweep>/<dataset>/<config>/seedK, its path) of every run with a
+    checkpoint and no done.json."""
+    runs = state / "runs"
+    for ck in sorted(runs.glob(f"*/*/*/seed*/{CHECKPOINT}")):
+        if not (ck.parent / "done.json").exists():
+            yield ck.parent.relative_to(runs).as_posix(), ck.parent
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def num_updates(checkpoint: Path) -> int:
+    """The update a checkpoint was saved at, read with the package's weights-only loader: a copy that does not
+    load (a checkpoint caught while fairseq was writing it) raises."""
+    from fairseq_compgen.checkpoint_loading import load
+
+    state = load(str(checkpoint))
+    return int(state["optimizer_history"][-1]["num_updates"])
+
+
+def git(repo: Path, *args, check=True):
+    return subprocess.run(["git", "-C", str(repo), *args], check=check, capture_output=True, text=True)
+
+
+def committed(repo: Path, path: str) -> bool:
+    return git(repo, "ls-files", "--error-unmatch", "--", path, check=False).returncode == 0
+
+
+def copy_stable(src: Path, dest: Path, tries: int = 5) -> None:
+    """Copy `src` to `dest` such that the copy is one version of the file: fairseq copies a new checkpoint over
+    checkpoint_last.pt in place, so a copy taken meanwhile could mix two; retried until the file's size and mtime
+    are the same before and after the copy."""
+    for _ in range(tries):
+        before = src.stat()
+        shutil.copy2(src, dest)
+        after = src.stat()
+        if before.st_mtime_ns == after.st_mtime_ns and before.st_size == after.st_size == dest.stat().st_size:
+            return
+        time.sleep(2)
+    raise RuntimeError(f"{src} kept changing while it was copied ({tries} tries)")
+
+
+def save(repo: Path, state: Path, max_mb: float) -> int:
+    carried = 0
+    for rel, run in unfinished_runs(state):
+        if committed(repo, f"results/campaign/{rel}/done.json"):
+            continue
+        ck = run / CHECKPOINT
+        mb = ck.stat().st_size / 2 ** 20
+        if mb > max_mb:
+            print(f"carry: {rel}: not carried, its checkpoint is {mb:.0f} MB (over --max-mb {max_mb:g})")
+            continue
+        dest = repo / CARRY / rel
+        if (dest / CHECKPOINT).is_file() and sha256(dest / CHECKPOINT) == sha256(ck):
+            print(f"carry: {rel}: already carried at this checkpoint")
+            continue
+        tmp = dest.with_name(dest.name + ".tmp")  # nothing half-written under the carried name
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            copy_stable(ck, tmp / CHECKPOINT)
+            updates = num_updates(tmp / CHECKPOINT)
+            for name in RECORDS:
+                if (run / name).is_file():
+                    shutil.copy2(run / name, tmp / name)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+        at = (dest / "commit.txt").read_text().split()[0][:12] if (dest / "commit.txt").is_file() else "?"
+        path = (CARRY / rel).as_posix()
+        msg = (f"Campaign carry: {rel} at update {updates} (training at {at}; {mb:.1f} MB), to resume on a fresh "
+               f"machine")
+        for attempt in range(6):  # a lane may be committing a finished run this second (index.lock)
+            add = git(repo, "add", "-A", "--", path, check=False)
+            done = add.returncode == 0 and git(repo, "commit", "-q", "-m", msg, "--", path, check=False).returncode == 0
+            if done:
+                break
+            time.sleep(5)
+        else:
+            raise RuntimeError(f"carry: {rel}: git could not commit {path}")
+        carried += 1
+        print(f"carry: committed {rel} at update {updates}")
+    print(f"carry: {carried} run(s) carried")
+    return 0
+
+
+def restore(repo: Path, state: Path) -> int:
+    """Put each carried run back into STATE/runs where it has no checkpoint and no live sweep holds it."""
+    root = repo / CARRY
+    for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")):
+        carried = ck.parent
+        rel = carried.relative_to(root).as_posix()
+        if committed(repo, f"results/campaign/{rel}/done.json"):
+            continue  # recorded: the campaign skips it (its carried folder is removed when it is recorded)
+        run = state / "runs" / rel
+        if (run / CHECKPOINT).exists():
+            continue  # this state folder's own checkpoint: the run goes on from it
+        data = json.loads((carried / "settings.json").read_text()).get("data", "")
+        if not (Path(data).is_dir() or Path(data).is_relative_to(state.resolve())):
+            print(f"carry: {rel}: not restored: its data folder {data} is neither here nor in {state.resolve()}, "
+                  f"where the queue prepares it (it was carried from a state folder elsewhere)")
+            continue
+        run.mkdir(parents=True, exist_ok=True)
+        with open(run / LOCK, "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"carry: {rel}: not restored: a sweep is running it here")
+                continue
+            # the records first, the checkpoint last, each whole under its name (written to .tmp, then renamed):
+            # a restore cut short leaves no checkpoint, and the next restore starts it again
+            files = [f for f in carried.iterdir() if f.is_file() and f.name != CHECKPOINT] + [ck]
+            for f in files:
+                shutil.copy2(f, run / (f.name + ".tmp"))
+                os.replace(run / (f.name + ".tmp"), run / f.name)
+        print(f"carry: restored {rel} into {run}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("save", "restore"))
+    p.add_argument("--state", type=Path, default=REPO.parent / "campaign",
+                   help="the campaign's state folder (default: ../campaign beside this checkout)")
+    p.add_argument("--repo", type=Path, default=REPO, help="the repository to commit into or restore from "
+                   "(default: this checkout)")
+    p.add_argument("--max-mb", type=float, default=16.0,
+                   help="save: leave out checkpoints larger than this many MiB (default 16)")
+    p.add_argument("--after", type=float, default=0.0, metavar="MINUTES",
+                   help="save: wait this many minutes first (default 0)")
+    a = p.parse_args(argv)
+    if a.action == "restore":
+        return restore(a.repo, a.state)
+    if a.after > 0:
+        print(f"carry: saving at {time.strftime('%H:%M', time.localtime(time.time() + a.after * 60))}", flush=True)
+        time.sleep(a.after * 60)
+    return save(a.repo, a.state, a.max_mb)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
