@@ -253,8 +253,8 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     (one commit of that folder alone; a checkpoint over --max-mb is left out, one already carried is not committed
     again); on a fresh machine (a new state folder) the campaign restores it and resumes from that checkpoint
     instead of training from scratch, and the commit that records the run removes its carried folder. The unfinished
-    run is a finished run of the tiny queue whose done.json and evaluations were removed: resuming it loads the
-    checkpoint at update 6 and trains no further."""
+    run is a finished run of the tiny queue whose done.json and evaluations were removed: resumed, it finds the
+    carried checkpoint at update 6, its last, and goes on to evaluation."""
     repo, state, head = _tiny_clone(tmp_path, scan_bin)
     (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
     _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
@@ -289,7 +289,8 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert f"carry: restored tiny/scan/rel_uni/seed1 into {fresh.resolve()}" in p.stdout, p.stdout
     assert "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout
     log = (fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
-    assert "loaded checkpoint" in log and "@ 6 updates" in log, log[-2000:]  # resumed, not trained from scratch
+    resumed = log.rsplit("# ", 1)[-1]  # the fresh machine's invocation: the carried checkpoint, not from scratch
+    assert "checkpoint_last.pt is at 6 updates and --max-update is 6: already finished" in resumed, log[-2000:]
     recorded = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / "seed1"
     assert json.loads((recorded / "done.json").read_text())["accuracy"]
     assert len((recorded / "command.history").read_text().splitlines()) == 2  # the carried start and the resume
