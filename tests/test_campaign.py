@@ -293,7 +293,7 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert "checkpoint_last.pt is at 6 updates and --max-update is 6: already finished" in resumed, log[-2000:]
     recorded = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / "seed1"
     assert json.loads((recorded / "done.json").read_text())["accuracy"]
-    assert len((recorded / "command.history").read_text().splitlines()) == 2  # the carried start and the resume
+    assert (recorded / "train.log").read_text().count(" sweep: ") == 2  # the carried start's log, then the resume
     assert not carried.exists() and not _git(repo, "ls-files", "results/campaign/_carry")
     changed = _git(repo, "show", "--name-status", "--format=", "HEAD").splitlines()
     assert any(c.startswith("D\tresults/campaign/_carry/tiny/scan/rel_uni/seed1/") for c in changed), changed
