@@ -8,7 +8,7 @@ training time still to come, estimated from the recorded runs.
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
 campaign commits it right after copying it); under way when its folder in STATE/runs/ has a train.log but no
-done.json recorded here. The estimate gives each run not done the median training time (train.log's clock, summed
+done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py). The estimate gives each run not done the median training time (train.log's clock, summed
 over invocations; evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else
 of its sweep and dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
 on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
@@ -82,8 +82,12 @@ def main(argv=None) -> int:
                 known = by_config.get((name, run.dataset, run.config)) or by_dataset.get((name, run.dataset))
                 cost[key] = statistics.median(known) if known else None
                 log = a.state / "runs" / name / run.name / "train.log"
+                carried = results / "_carry" / name / run.name / "train.log"  # campaign/carry.py save
                 if log.is_file():
                     going.append(f"{run.name} (update {last_num_updates(log) or 0:,})")
+                    seen[key] = "under way"
+                elif carried.is_file():
+                    going.append(f"{run.name} (carried, update {last_num_updates(carried) or 0:,})")
                     seen[key] = "under way"
                 else:
                     left.append(run.name)

@@ -194,8 +194,9 @@ def test_every_step_of_the_campaigns_queues_selects_runs():
 def test_status_counts_done_under_way_and_left_runs(tmp_path):
     """campaign/status.py: per queue step, the runs recorded under results/campaign (done), those with a train.log
     in the state folder (under way, with the last update it logged: 600 after a resume from a checkpoint below 700)
-    and the rest; totals over distinct runs; the training time to come from the recorded runs' train.log clocks
-    (invocations summed); a missing queue file is one line and exit 2."""
+    or carried from another machine under results/campaign/_carry (under way, "carried"), and the rest; totals
+    over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed); a
+    missing queue file is one line and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n")
@@ -215,14 +216,19 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         '2026-11-25 10:00:00 | INFO | train_inner | {"epoch": 9, "update": 8.5, "loss": "0.5", "num_updates": "700"}\n'
         '# 2026-11-25T11:00:00 sweep: fairseq-train ... (resumed)\n'
         '2026-11-25 11:00:09 | INFO | train_inner | {"epoch": 9, "update": 8.1, "loss": "0.6", "num_updates": "600"}\n')
+    carried = results / "_carry/park_kim_scan26_5k/scan/lt/seed2"  # carried from another machine (carry.py save)
+    carried.mkdir(parents=True)
+    (carried / "train.log").write_text(
+        '2026-11-25 12:00:00 | INFO | train_inner | {"epoch": 4, "update": 3.5, "loss": "0.9", "num_updates": "300"}\n')
     p = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(state),
                         "--results", str(results)], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [
         "queue.txt:",
         "    3 campaign/park_kim_scan26_5k.yaml scan/*/seed1: 1/2 done; under way: scan/lt_l2_orth/seed1 (update 600)",
-        "    4 campaign/park_kim_scan26_5k.yaml scan/*/seed2: 0/2 done",
-        "distinct runs: 4; done 1, under way 1, left 2",
+        "    4 campaign/park_kim_scan26_5k.yaml scan/*/seed2: 0/2 done; under way: scan/lt/seed2 (carried, update 300)"
+        "; 1 left",
+        "distinct runs: 4; done 1, under way 2, left 1",
         # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h
         "training time to come: about 4.5 core-hours for 3 runs at the median of the recorded runs like them; "
         "0 runs with none recorded to go by"]
