@@ -165,6 +165,8 @@ def restore(repo: Path, state: Path) -> int:
             except BlockingIOError:
                 print(f"carry: {rel}: not restored: a sweep is running it here")
                 continue
+            if (run / CHECKPOINT).exists():
+                continue  # restored by the other lane's campaign a moment ago
             # the records first, the checkpoint last, each whole under its name (written to .tmp, then renamed):
             # a restore cut short leaves no checkpoint, and the next restore starts it again
             files = [f for f in carried.iterdir() if f.is_file() and f.name != CHECKPOINT] + [ck]
