@@ -28,7 +28,7 @@ prepares it before the run).
 """
 import argparse
 import fcntl
-import hashlib
+import filecmp
 import json
 import os
 import shutil
@@ -55,14 +55,6 @@ def unfinished_runs(state: Path):
     for ck in sorted(runs.glob(f"*/*/*/seed*/{CHECKPOINT}")):
         if not (ck.parent / "done.json").exists():
             yield ck.parent.relative_to(runs).as_posix(), ck.parent
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def num_updates(checkpoint: Path) -> int:
@@ -107,7 +99,7 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
             print(f"carry: {rel}: not carried, its checkpoint is {mb:.0f} MB (over --max-mb {max_mb:g})")
             continue
         dest = repo / CARRY / rel
-        if (dest / CHECKPOINT).is_file() and sha256(dest / CHECKPOINT) == sha256(ck):
+        if (dest / CHECKPOINT).is_file() and filecmp.cmp(dest / CHECKPOINT, ck, shallow=False):
             print(f"carry: {rel}: already carried at this checkpoint")
             continue
         tmp = dest.with_name(dest.name + ".tmp")  # nothing half-written under the carried name
