@@ -1,5 +1,6 @@
 """modules/dropout.py against the definition of dropout (Srivastava et al. 2014): keep with probability 1 - p,
-scale kept elements by 1 / (1 - p); identity in eval mode; gradient = mask / (1 - p)."""
+scale kept elements by 1 / (1 - p); identity in eval mode; gradient = mask / (1 - p); and its mask against a slow,
+direct reading of the draw it documents (four 15-bit uniforms per 64-bit draw, p rounded to a multiple of 2^-15)."""
 import pytest
 import torch
 
@@ -56,10 +57,44 @@ def test_reduced_precision_keeps_the_keep_rate(dtype):
     assert x.grad.dtype == dtype and torch.equal(x.grad.ne(0), y.ne(0))
 
 
-def test_float32_masks_are_the_same_draws_as_before():
-    """The float32 path draws exactly what torch.rand_like did (runs stay reproducible across this change)."""
-    x = torch.rand(64, 33) + 0.5
-    torch.manual_seed(3)
-    expected = torch.rand_like(x).ge(0.2)
-    torch.manual_seed(3)
-    assert torch.equal(dropout(x, 0.2, training=True).ne(0), expected)
+def test_the_mask_is_the_documented_draw():
+    """The keep-mask, against a direct reading of the module's docstring with Python integers: element i takes the
+    (i mod 4)-th 16-bit lane of the (i div 4)-th int64 draw (shifts, not a memory view), top bit cleared, and is
+    dropped when that is below round(p * 2^15); kept elements are scaled by 2^15 / (2^15 - round(p * 2^15))."""
+    x = torch.rand(7, 9, 5) + 0.5  # 315 elements: the last draw's lanes are used in part
+    for p in (0.1, 0.2, 0.5):
+        torch.manual_seed(3)
+        y = dropout(x, p, training=True)
+        torch.manual_seed(3)
+        words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_().tolist()
+        dropped = round(p * 2**15)
+        keep = [((words[i // 4] >> (16 * (i % 4))) & 0x7FFF) >= dropped for i in range(x.numel())]
+        expected = torch.tensor(keep).view(x.shape).float() * (2**15 / (2**15 - dropped))
+        assert torch.equal(y, x * expected), p
+
+
+def test_the_four_lanes_of_a_draw_are_uniform_and_independent():
+    """Each of the four elements that share an int64 draw is kept at rate 1 - p (the highest lane, whose top bit
+    the draw never sets, included), and masks of neighbouring elements are uncorrelated; the mean of dropout(1)
+    is 1 (the scale follows the rounded p)."""
+    torch.manual_seed(0)
+    n = 4 * 500_000
+    for p in (0.1, 0.5):
+        y = dropout(torch.ones(n), p, training=True)
+        kept = y.ne(0).float().view(-1, 4)  # [draws, lanes]
+        q = 1 - round(p * 2**15) / 2**15
+        sd = (q * (1 - q) / kept.size(0)) ** 0.5
+        assert (kept.mean(0) - q).abs().max().item() < 5 * sd, kept.mean(0)
+        centred = kept - q
+        for a, b in ((0, 1), (1, 2), (2, 3), (3, 0)):
+            corr = (centred[:, a] * centred[:, b]).mean().item() / (q * (1 - q))
+            assert abs(corr) < 5 / kept.size(0) ** 0.5, (p, a, b, corr)
+        assert abs(y.mean().item() - 1) < 5 * (p / (1 - p) / n) ** 0.5
+
+
+def test_probabilities_below_and_above_the_grid():
+    """p rounds to a multiple of 2^-15: below half a step nothing is dropped (and nothing scaled); within half a
+    step of 1 everything is."""
+    x = torch.rand(100, 100) + 0.5
+    assert torch.equal(dropout(x, 1e-6, training=True), x)
+    assert dropout(x, 1 - 1e-6, training=True).eq(0).all()
