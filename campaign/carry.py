@@ -40,12 +40,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from fairseq_compgen.pipelines.runner import LOCK  # noqa: E402  the sweep's lock file in a run folder
+
 CARRY = Path("results") / "campaign" / "_carry"  # relative to the repository
 CHECKPOINT = "checkpoint_last.pt"
 RECORDS = ("settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json",
            "options_changed.txt", "command.history", "launch.history", "commit.history", "machine.history",
            "data.history", "train.log")
-LOCK = ".lock"  # the sweep's lock on a run folder (pipelines/runner.py)
 
 
 def unfinished_runs(state: Path):
