@@ -77,6 +77,16 @@ timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"
 status=$?
 echo "oneshot: $(date -Is) sweep stopped with status $status (124: the slice ended; the next call resumes)"
+# a sweep killed after its 30 s of grace (status 137) leaves its trainers running: once on CPU (2026-11-26), a
+# Chaabouni trainer outlived its sweep. Every trainer and evaluator names its run folder on its command line; stop
+# what still does, so that nothing writes a checkpoint while step 4 copies it, or holds the GPU after the slice.
+left=$(pgrep -f -- "$(realpath -m "$runs")/" || true)
+if [ -n "$left" ]; then
+  echo "oneshot: stopping $(wc -w <<< "$left") process(es) the sweep left running"
+  kill -TERM $left 2>/dev/null; sleep 5
+  left=$(pgrep -f -- "$(realpath -m "$runs")/" || true)
+  if [ -n "$left" ]; then kill -KILL $left 2>/dev/null; sleep 1; fi
+fi
 
 # 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
 "$PY" - "$runs" "$OUT" <<'EOF'

@@ -1,10 +1,12 @@
 """scripts/gpu_oneshot.sh, run on CPU with a tiny budget as the test of the GPU command: a slice that ends
 mid-training brings back the run's records, its checkpoint to carry and its steps/s; a fresh machine given the carried
-folder resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back."""
+folder resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back;
+nothing that names a run folder outlives the slice."""
 import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from fairseq_compgen import checkpoint_loading
@@ -60,9 +62,16 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     resumed = re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", train_log)
     assert resumed and int(resumed.group(1)) == first, train_log[-2000:]
 
-    # a run that finishes inside its slice: done, evaluated, results brought back
+    # a run that finishes inside its slice: done, evaluated, results brought back; and a process that names a run
+    # folder, as a trainer its killed sweep left running would, is stopped before the results are copied
     short = _sweep(tmp_path / "short.yaml", scan_bin, 10)
-    _oneshot(short, tmp_path / "out3", tmp_path / "machine1", slice_s=200)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
+                              f"{tmp_path / 'machine1' / 'short' / 'scan' / 'rel_uni' / 'seed1'}/"])
+    try:
+        log = _oneshot(short, tmp_path / "out3", tmp_path / "machine1", slice_s=200)
+        assert stray.wait(timeout=10) is not None and "stopping 1 process(es) the sweep left running" in log, log
+    finally:
+        stray.kill()
     run = tmp_path / "out3" / "short" / "scan" / "rel_uni" / "seed1"
     done = json.loads((run / "done.json").read_text())
     assert set(done["accuracy"]) == {"valid", "gen"}
