@@ -8,9 +8,10 @@ training time still to come, estimated from the recorded runs.
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
 campaign commits it right after copying it); under way when its folder in STATE/runs/ has a train.log but no
-done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py). The estimate gives each run not done the median training time (train.log's clock, summed
-over invocations; evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else
-of its sweep and dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
+done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
+The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
+evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
+dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
 on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
 changes nothing.
 """

@@ -17,6 +17,8 @@ and this mask faster again (docs/results.md, "Speed on CPU", measured side by si
 generator, so runs stay reproducible under `--seed`; they are not the masks F.dropout (or this module before
 2026-11-26, `rand >= p`) would draw.
 """
+import math
+
 import torch
 import torch.nn as nn
 from torch import Tensor
@@ -35,9 +37,7 @@ def dropped_levels(p: float) -> int:
 
 def scaled_keep_mask(shape, p: float, dtype: torch.dtype, device) -> Tensor:
     """[shape] of dtype: LEVELS / (LEVELS - dropped) where kept, 0 where dropped (see the module's docstring)."""
-    n, dropped = 1, dropped_levels(p)
-    for size in shape:
-        n *= size
+    n, dropped = math.prod(shape), dropped_levels(p)
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()  # [ceil(n/4)], on [0, 2^63)
     uniform = words.view(torch.int16)[:n].view(shape).bitwise_and_(LEVELS - 1)  # [shape], on [0, 2^15)
     return uniform.ge_(dropped).to(dtype).mul_(LEVELS / (LEVELS - dropped))
