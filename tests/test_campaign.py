@@ -300,7 +300,7 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     recorded = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / "seed1"
     assert json.loads((recorded / "done.json").read_text())["accuracy"]
     assert (recorded / "train.log").read_text().count(" sweep: ") == 2  # the carried start's log, then the resume
-    assert not carried.exists() and not _git(repo, "ls-files", "results/campaign/_carry")
+    assert not carried.exists() and not _git(repo, "ls-files", "results/campaign/_carry/tiny")
     changed = _git(repo, "show", "--name-status", "--format=", "HEAD").splitlines()
     assert any(c.startswith("D\tresults/campaign/_carry/tiny/scan/rel_uni/seed1/") for c in changed), changed
     assert _git(repo, "rev-parse", "HEAD~1").strip() == carry_commit  # one commit records the run, removes the carry
