@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fairseq_compgen.pipelines.runner import LOCK  # noqa: E402  the sweep's lock file in a run folder
+from fairseq_compgen.pipelines.train import checkpoint_updates  # noqa: E402
 
 CARRY = Path("results") / "campaign" / "_carry"  # relative to the repository
 CHECKPOINT = "checkpoint_last.pt"
@@ -59,12 +60,12 @@ def unfinished_runs(state: Path):
 
 
 def num_updates(checkpoint: Path) -> int:
-    """The update a checkpoint was saved at, read with the package's weights-only loader: a copy that does not
-    load (a checkpoint caught while fairseq was writing it) raises."""
-    from fairseq_compgen.checkpoint_loading import load
-
-    state = load(str(checkpoint))
-    return int(state["optimizer_history"][-1]["num_updates"])
+    """The update a checkpoint was saved at (the package's weights-only reader); a copy that does not load (a
+    checkpoint caught while fairseq was writing it) raises."""
+    updates = checkpoint_updates(checkpoint)
+    if updates is None:
+        raise ValueError(f"{checkpoint}: not a complete fairseq checkpoint")
+    return updates
 
 
 def git(repo: Path, *args, check=True):

@@ -57,6 +57,11 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
                        env=runner.tool_env(threads=1), check=True)
     assert victim.checkpoint.is_file() and not victim.is_done()
     assert train_log.last_num_updates(victim.path / "train.log") == 3
+    # ... and it had logged updates 4-5 before it was stopped, after its last save: the resume starts at the
+    # checkpoint's update, not the log's.
+    with open(victim.path / "train.log", "a") as log:
+        log.write('2026-01-01 00:00:00 | INFO | train_inner | {"epoch": 1, "num_updates": "5"}\n')
+    assert train_log.last_num_updates(victim.path / "train.log") == 5
 
     said = []
     results = sweep.run_sweep(path, out, jobs=2, cpu=True, threads=1, echo=said.append)
