@@ -20,8 +20,9 @@ weights-only loader, fairseq_compgen/checkpoint_loading.py). When the run finish
 carried folder in the commit that records the run.
 
 What it costs: every carried checkpoint stays in the repository's history, so `save` skips checkpoints larger
-than --max-mb (default 16: the SCAN-size presets' checkpoints are 4-12 MB; the Chaabouni d = 256 ones, 64 MB,
-are not carried and resume only where the state folder survives). Carry once per session, near its end, not
+than --max-mb (default 16, in MiB: the SCAN-size presets' checkpoints are 4-12 MB, the campaign's Chaabouni curve
+at d 128 15.4 MiB; the Chaabouni d = 256 presets', 64 MB, are not carried and resume only where the state folder
+survives). Carry once per session, near its end, not
 periodically. settings.json names the run's data folder absolutely, and a sweep refuses a run folder whose
 settings differ: a run is restored only where that folder exists or lies inside the state folder (whose queue
 prepares it before the run).
