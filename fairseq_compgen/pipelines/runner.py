@@ -104,7 +104,7 @@ class Runner:
             lock_fd = self._take_lock(run)
             if lock_fd is None:
                 self.echo(f"BUSY   {run.name}: a live sweep is running it ({run.path / LOCK}); left alone")
-                return {"run": run.name, "status": "failed", "stage": "lock"}
+                return {"run": run.name, "status": "busy"}  # not done, and not this sweep's failure
             try:
                 if run.is_done():  # finished by the process that held the lock
                     self.echo(f"skip   {run.name} (done)")

@@ -57,7 +57,8 @@ What cannot go wrong silently (each refused with one line, before any run starts
 * one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
   evaluator, so it lasts as long as any of them runs. A rerun finding a run locked by the trainer of a sweep that
   is gone (killed with SIGKILL) stops that orphaned trainer first; one locked by a live sweep is BUSY and left
-  alone. SIGTERM, SIGHUP and Ctrl-C stop the sweep's trainers.
+  alone (counted as busy, not failed; the exit status is 1 while a run is failed or busy, i.e. not done).
+  SIGTERM, SIGHUP and Ctrl-C stop the sweep's trainers.
 
 ``--jobs N`` runs N runs at once (several small runs share one GPU well); ``--devices 0,1`` gives the job
 slots CUDA_VISIBLE_DEVICES round-robin. ``--cpu`` forces CPU training and decoding (for tests and smoke runs).
@@ -405,9 +406,10 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
 
 
 def _summary(spec: dict, results: List[dict], out, echo) -> List[dict]:
-    n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed", "stopped")}
+    n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed", "stopped", "busy")}
     echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed"
-         + (f", {n['stopped']} stopped" if n["stopped"] else "") + f" -> {out}")
+         + (f", {n['stopped']} stopped" if n["stopped"] else "")
+         + (f", {n['busy']} busy (another live sweep is training them)" if n["busy"] else "") + f" -> {out}")
     return results
 
 
@@ -445,7 +447,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    return 1 if any(r["status"] == "failed" for r in results) else 0
+    return 1 if any(r["status"] in ("failed", "busy") for r in results) else 0  # busy: not done here either
 
 
 if __name__ == "__main__":
