@@ -79,8 +79,11 @@ def test_a_validated_subset_called_train_is_not_the_epoch_summary():
     summary = train_log.parse_line('t | INFO | train | {"epoch": 1, "train_loss": "2", "train_num_updates": "4", '
                                    '"train_wall": "1"}')
     valid = train_log.parse_line('t | INFO | train | {"epoch": 1, "train_loss": "2", "train_num_updates": "4"}')
-    assert (summary.kind, summary.subset) == ("train", None)
+    assert (summary.kind, summary.subset, summary.epoch) == ("train", None, 1)
     assert (valid.kind, valid.subset, valid.num_updates, valid.stats) == ("valid", "train", 4, {"loss": 2.0})
+    assert valid.epoch == 1
+    simple = train_log.parse_line("t | INFO | train | epoch 012 | loss 3.965 | num_updates 4 | wall 1")
+    assert (simple.kind, simple.epoch, simple.num_updates, simple.stats) == ("train", 12, 4, {"loss": 3.965, "wall": 1.0})
     assert train_log.parse_line('t | INFO | valid | {"epoch": 1, "valid_loss": "nan"}') is None  # no num_updates
     assert train_log.parse_line("t | INFO | fairseq_cli.train | {'_name': None}") is None
 

@@ -168,6 +168,49 @@ def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
     assert str(tmp_path / "seed1") in missing.stderr
 
 
+def test_budget_rule_reads_epoch_summaries_and_takes_the_larger_budget(tmp_path):
+    """campaign/budget_rule.py (the Chaabouni curve's rule): per configuration, the smallest multiple of 10 epochs
+    from which every epoch's training loss is within 10 % of epoch 250's; the step takes the larger; a resumed
+    epoch's later summary wins; the test accuracy is printed, never used; an unfinished curve is one line, exit 2."""
+    script = REPO / "campaign" / "budget_rule.py"
+
+    def summary(e, loss):
+        return (f'2026-01-01 00:00:00 | INFO | train | {{"epoch": {e}, "train_loss": "{loss}", '
+                f'"train_num_updates": "{58 * e}", "train_wall": "{e}"}}')
+
+    def write(config, loss_at, relog=None):
+        """relog: {after epoch a: (epoch e, loss)}: a resumed run logs epoch e again after epoch a's summary."""
+        run = tmp_path / "jump" / config / "seed1"
+        run.mkdir(parents=True)
+        lines = []
+        for e in range(1, 251):
+            lines.append(summary(e, loss_at(e)))
+            if e % 10 == 0:  # a test accuracy that would choose otherwise: ignored
+                lines.append(f'2026-01-01 00:00:00 | INFO | test | {{"epoch": {e}, "test_loss": "1", '
+                             f'"test_accuracy": "{1.0 if e == 20 else 0.1}", "test_num_updates": "{58 * e}"}}')
+            if relog and e in relog:
+                lines.append(summary(*relog[e]))
+        (run / "train.log").write_text("\n".join(lines) + "\n")
+
+    # transformer: 1.0 until epoch 100, then 0.105 except a spike at 137 (outside 10 %): from 140 on
+    write("transformer", lambda e: 1.0 if e <= 100 else (0.2 if e == 137 else 0.105))
+    # sag_t5: within 10 % of 0.1 from epoch 31 on, except a first summary of epoch 55 at 0.5 that the resumed run
+    # logged again at 0.1 (after epoch 56's): 40, not 60
+    write("sag_t5", lambda e: 0.5 if e <= 30 or e == 55 else 0.1, relog={56: (55, 0.1)})
+    p = subprocess.run([sys.executable, script, tmp_path / "jump"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "  budget: 140 epochs" in lines and "  budget: 40 epochs" in lines, p.stdout
+    assert lines[-1] == "the step's budget (largest of sag_t5 40, transformer 140): 140 epochs", p.stdout
+    assert "     20        0.5         1.0000" in lines  # the accuracy beside, not used
+
+    (tmp_path / "jump" / "unfinished" / "seed1").mkdir(parents=True)
+    (tmp_path / "jump" / "unfinished" / "seed1" / "train.log").write_text(summary(7, 1) + "\n")
+    p = subprocess.run([sys.executable, script, tmp_path / "jump"], capture_output=True, text=True)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "unfinished/seed1/train.log: the curve is not finished (last epoch summary: 7" in p.stderr
+
+
 def test_every_step_of_the_campaigns_queues_selects_runs():
     """campaign/queue*.txt, as scripts/campaign.sh reads them: every sweep step names a sweep file of this
     repository whose plan has at least one run matching the step's glob (a mistyped glob would run nothing and say

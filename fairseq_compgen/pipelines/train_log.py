@@ -37,11 +37,12 @@ _INNER_FIELD = re.compile(r"(\w+)=(\S+?)(?:,|$)")
 class Record:
     """One logged set of statistics. kind: "valid" (subset: the validated subset), "train" (end-of-epoch
     summary) or "train_inner"; stats: the numeric values by fairseq's unprefixed names (``loss``, ``accuracy``,
-    ``best_loss``, ...), without ``epoch``, ``update`` and ``num_updates``."""
+    ``best_loss``, ...), without ``epoch``, ``update`` and ``num_updates``; epoch: the epoch the record names."""
     kind: str
     subset: Optional[str]
     num_updates: Optional[int]
     stats: Dict[str, float] = field(default_factory=dict)
+    epoch: Optional[int] = None
 
 
 def _number(value) -> Optional[float]:
@@ -55,10 +56,13 @@ def _number(value) -> Optional[float]:
 
 def _record(kind: str, subset: Optional[str], pairs: Iterable[Tuple[str, object]]) -> Record:
     stats = {k: v for k, v in ((k, _number(v)) for k, v in pairs) if v is not None}
-    updates = stats.pop("num_updates", None)
-    for key in ("epoch", "update"):
-        stats.pop(key, None)
-    return Record(kind, subset, int(updates) if updates is not None and math.isfinite(updates) else None, stats)
+    updates, epoch = stats.pop("num_updates", None), stats.pop("epoch", None)
+    stats.pop("update", None)
+
+    def whole(x):
+        return int(x) if x is not None and math.isfinite(x) else None
+
+    return Record(kind, subset, whole(updates), stats, whole(epoch))
 
 
 def _pipe_fields(text: str) -> Iterator[Tuple[str, str]]:
@@ -97,7 +101,7 @@ def parse_line(line: str) -> Optional[Record]:
         prefix = tag + "_"
         if prefix + "num_updates" not in stats:
             return None
-        pairs = [(k[len(prefix):], v) for k, v in stats.items() if k.startswith(prefix)]
+        pairs = [(k[len(prefix):], v) for k, v in stats.items() if k.startswith(prefix)] + [("epoch", stats.get("epoch"))]
         if tag == "train" and prefix + "wall" in stats:
             return _record("train", None, pairs)
         return _record("valid", tag, pairs)
