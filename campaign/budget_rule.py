@@ -45,10 +45,9 @@ def budget(losses: Dict[int, float], final: int, every: int, tolerance: float) -
     if final not in losses:
         raise ValueError(f"no training summary of epoch {final}")
     ref = losses[final]
-    for start in range(every, final + 1, every):
-        if all(abs(loss - ref) <= tolerance * ref for e, loss in losses.items() if start <= e <= final):
-            return start
-    return final  # unreachable: the last multiple holds at `final` itself when `final` is a multiple
+    # `final` itself, a multiple of `every` (main checks it), always qualifies: next() finds one
+    return next(start for start in range(every, final + 1, every)
+                if all(abs(loss - ref) <= tolerance * ref for e, loss in losses.items() if start <= e <= final))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
