@@ -12,13 +12,23 @@
 # 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the device tool sets it),
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
 # default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
-# back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget).
+# back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
+# (CPU threads per process on the GPU machine, default 1), PACK=1 (bring back a few flat files, as the device tool
+# does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
+# default 56).
+#
+# The GPU machine gets a copy of the working tree without .git: write `git rev-parse HEAD > commit.manifest && git
+# ls-tree -r HEAD >> commit.manifest` on a clean checkout first (and carry it), so that each run records the commit,
+# checked there file by file (fairseq_compgen/pipelines/train.py: manifest_commit).
 #
 # What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
 # commit, machine, settings), train.log, done.json and eval/*.json when finished; steps_per_s.json (each running
 # process's last logged updates/s, and their sum); nvidia-smi.txt; oneshot.log; and carry/ with each unfinished
 # run's folder (records and checkpoint_last.pt). To resume on a fresh machine, copy $OUT/carry here as gpu_carry/
 # and pass carry=["gpu_carry"] to the device tool (64 MiB in all): the next call restores those runs first.
+# With PACK=1, $OUT holds instead oneshot.log, nvidia-smi.txt, steps_per_s.json, results.tar.gz (everything but the
+# carry) and carry.tar.part00.. (15 MiB each; runs in sweep order while CARRY_MIB holds them, the log names the
+# others): put the parts into gpu_carry/ as they are, the next call unpacks them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWEEP=${1:-csordas_table3}
@@ -64,6 +74,10 @@ CARRY=${CARRY:-gpu_carry}
 # carried back from an earlier slice on another machine (the device tool's carry=["gpu_carry"]): unfinished runs'
 # folders with their checkpoints, restored where this machine has none
 if [ -d "$CARRY" ]; then
+  # packed (PACK=1): the parts of one tar, unpacked in place first
+  if ls "$CARRY"/carry.tar.part* >/dev/null 2>&1; then
+    cat "$CARRY"/carry.tar.part* | tar -x -C "$CARRY" || { echo "oneshot: unpacking $CARRY/carry.tar.part* failed"; exit 1; }
+  fi
   (cd "$CARRY" && find . -name checkpoint_last.pt) | while read -r ck; do
     d=$(dirname "$ck"); d=${d#./}
     [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" && cp -n "$CARRY/$d"/* "$runs/$d"/ && echo "oneshot: restored $d"; }
@@ -72,7 +86,8 @@ fi
 
 # 3. train: every matching run as its own process on the one GPU (or CPU), for at most SLICE_S seconds; the sweep
 #    resumes each run from its checkpoint next time (a run stopped mid-way is not a failure)
-device=(--devices 0); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+# one CPU thread per process: 20 processes each taking all 16 cores would fight over them
+device=(--devices 0 --threads "${THREADS:-1}"); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
 timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"
 status=$?
@@ -89,11 +104,14 @@ if [ -n "$left" ]; then
 fi
 
 # 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
-"$PY" - "$runs" "$OUT" <<'EOF'
-import json, re, shutil, sys
+"$PY" - "$runs" "$OUT" "${PACK:-0}" "${CARRY_MIB:-56}" <<'EOF'
+import json, re, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
-runs, out = Path(sys.argv[1]), Path(sys.argv[2])
+runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
+# PACK=1: the device tool brings back at most 8 files, 2 folders down, 16 MiB each, 64 MiB together; so the tree
+# is written to a staging folder and packed into results.tar.gz and carry.tar.part00.. (15 MiB each, CARRY_MIB in all)
+out = Path(tempfile.mkdtemp(prefix="oneshot-")) if pack else final_out
 keep = ("command.txt", "launch.txt", "commit.txt", "machine.txt", "settings.json", "train.log", "done.json")
 rates, n_done, n_all = {}, 0, 0
 for run in sorted(p.parent for p in runs.glob("**/settings.json")):
@@ -123,4 +141,32 @@ summary = {"runs": n_all, "done": n_done, "processes_logging": len(rates),
            "sum_ups": round(sum(r["ups"] for r in rates.values()), 2), "per_run": rates}
 (out / "steps_per_s.json").write_text(json.dumps(summary, indent=1) + "\n")
 print(f"oneshot: {n_done}/{n_all} runs done; {len(rates)} logging, {summary['sum_ups']} updates/s in all")
+if pack:
+    with tarfile.open(final_out / "results.tar.gz.tmp", "w:gz") as tar:  # every run's records, logs and results
+        for p in sorted(out.iterdir()):
+            if p.name != "carry":
+                tar.add(p, arcname=p.name)
+    (final_out / "results.tar.gz.tmp").rename(final_out / "results.tar.gz")
+    shutil.copy2(out / "steps_per_s.json", final_out / "steps_per_s.json")
+    carried = sorted(ck.parent for ck in (out / "carry").glob("**/checkpoint_last.pt")) if (out / "carry").is_dir() else []
+    budget, used, kept, left = carry_mib * 2**20, 0, [], []
+    for run in carried:  # in sweep order, as many runs as the budget holds
+        size = sum(f.stat().st_size for f in run.iterdir()) + 4096
+        (kept if used + size <= budget else left).append(run)
+        used += size if used + size <= budget else 0
+    if kept:
+        whole = out / "carry.tar"
+        with tarfile.open(whole, "w") as tar:
+            for run in kept:
+                tar.add(run, arcname=str(run.relative_to(out / "carry")))
+        part, data = 0, whole.open("rb")
+        while chunk := data.read(15 * 2**20):
+            (final_out / f"carry.tar.part{part:02d}.tmp").write_bytes(chunk)
+            (final_out / f"carry.tar.part{part:02d}.tmp").rename(final_out / f"carry.tar.part{part:02d}")
+            part += 1
+    for run in kept:
+        print(f"oneshot: carried {run.relative_to(out / 'carry')}")
+    for run in left:
+        print(f"oneshot: not carried (over CARRY_MIB={carry_mib:g}): {run.relative_to(out / 'carry')}")
+    shutil.rmtree(out)
 EOF

@@ -1,11 +1,13 @@
 """scripts/gpu_oneshot.sh, run on CPU with a tiny budget as the test of the GPU command: a slice that ends
-mid-training brings back the run's records, its checkpoint to carry and its steps/s; a fresh machine given the carried
-folder resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back;
+mid-training brings back the run's records, its checkpoint to carry and its steps/s (packed into a few files, as the
+device tool brings them back); a fresh machine given the carried parts resumes from that checkpoint; a run that finishes within its slice is evaluated and its results come back;
 nothing that names a run folder outlives the slice."""
 import json
 import os
 import re
+import shutil
 import subprocess
+import tarfile
 import sys
 from pathlib import Path
 
@@ -34,9 +36,9 @@ configurations:
     return path
 
 
-def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None):
+def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None, pack: bool = False):
     env = dict(os.environ, CPU="1", JOBS="2", SLICE_S=str(slice_s), OUT=str(out), RUNS=str(runs), PREP="",
-               CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1")
+               CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1", PACK="1" if pack else "0")
     p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", str(sweep), "scan/*"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=slice_s + 240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -44,19 +46,30 @@ def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = Non
 
 
 def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
+    # packed, as the device tool brings files back (PACK=1): a few flat files, the carry in parts
     long = _sweep(tmp_path / "long.yaml", scan_bin, 1_000_000)
-    log = _oneshot(long, tmp_path / "out1", tmp_path / "machine1", slice_s=30)
-    assert "status 124" in log  # the slice ended the training
-    carried = tmp_path / "out1" / "carry" / "scan" / "rel_uni" / "seed1"
+    log = _oneshot(long, tmp_path / "out1", tmp_path / "machine1", slice_s=30, pack=True)
+    assert "status 124" in log and "carried scan/rel_uni/seed1" in log  # the slice ended the training
+    out1 = tmp_path / "out1"
+    assert {p.name for p in out1.iterdir()} == {"oneshot.log", "results.tar.gz", "steps_per_s.json",
+                                                "carry.tar.part00"}
+    unpacked = tmp_path / "unpacked"
+    for name in ("results.tar.gz", "carry.tar.part00"):
+        with tarfile.open(out1 / name) as tar:
+            tar.extractall(unpacked, filter="data")
+    carried = unpacked / "scan" / "rel_uni" / "seed1"
     state = checkpoint_loading.load(carried / "checkpoint_last.pt")
     first = state["optimizer_history"][-1]["num_updates"]
     assert first >= 5 and (carried / "command.txt").is_file()
-    rates = json.loads((tmp_path / "out1" / "steps_per_s.json").read_text())
+    rates = json.loads((out1 / "steps_per_s.json").read_text())
     assert rates["runs"] == 1 and rates["done"] == 0 and rates["sum_ups"] > 0
-    assert (tmp_path / "out1" / "long" / "scan" / "rel_uni" / "seed1" / "train.log").is_file()
+    assert (unpacked / "long" / "scan" / "rel_uni" / "seed1" / "train.log").is_file()
 
-    # a fresh machine: only the carried folder; the run resumes from the carried checkpoint
-    log = _oneshot(long, tmp_path / "out2", tmp_path / "machine2", slice_s=30, carry=tmp_path / "out1" / "carry")
+    # a fresh machine: only the carried parts, as they came back; the run resumes from the carried checkpoint
+    carry = tmp_path / "gpu_carry"
+    carry.mkdir()
+    shutil.copy2(out1 / "carry.tar.part00", carry)
+    log = _oneshot(long, tmp_path / "out2", tmp_path / "machine2", slice_s=30, carry=carry)
     assert "restored scan/rel_uni/seed1" in log
     train_log = (tmp_path / "machine2" / "long" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
     resumed = re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)", train_log)

@@ -3,6 +3,7 @@ fairseq-train options (or say --resume-with-other-options, which is recorded), a
 runs of one dataset trained on different data, also within one folder."""
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -111,3 +112,27 @@ def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
     assert aggregate.commit_text({"commit": a, "dirty": False}) == "aaaaaaa"  # an older done.json
     assert aggregate.commit_text({}) == "unknown"
     assert trained_at(tmp_path / "absent") == []
+
+
+def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_path):
+    """The working tree sent to a GPU machine has no .git: commit.manifest names the commit, and every file's blob
+    hash is checked against it; a changed or missing file makes it dirty."""
+    from fairseq_compgen.pipelines import train
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    (repo / "b.txt").write_bytes(b"bytes\0and more")
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True).stdout
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "m")
+    head = git("rev-parse", "HEAD").strip()
+    (repo / train.MANIFEST).write_text(head + "\n" + git("ls-tree", "-r", "HEAD"))
+    shutil.rmtree(repo / ".git")
+    assert train.manifest_commit(repo) == head
+    (repo / "pkg" / "a.py").write_text("x = 2\n")
+    assert train.manifest_commit(repo) == head + " dirty"
+    (repo / "pkg" / "a.py").unlink()
+    assert train.manifest_commit(repo) == head + " dirty"
+    assert train.manifest_commit(tmp_path) is None

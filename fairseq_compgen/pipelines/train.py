@@ -237,15 +237,49 @@ def interrupted(save: Path) -> str:
     return f"checkpoints up to update {done} kept in {save} ({ckpt.name}); rerun the same command to resume"
 
 
+MANIFEST = "commit.manifest"  # git rev-parse HEAD > commit.manifest && git ls-tree -r HEAD >> commit.manifest
+
+
 def commit() -> str:
-    """The package's git HEAD, with " dirty" when tracked files differ from it; "unknown" outside a checkout."""
+    """The package's git HEAD, with " dirty" when tracked files differ from it; in a copy without .git (the working
+    tree sent to a GPU machine), what its commit.manifest verifies (manifest_commit); else "unknown"."""
     def git(*cmd):
         return subprocess.run(["git", "-C", str(PACKAGE.parent), *cmd], capture_output=True, text=True)
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return "unknown"
+        return manifest_commit(PACKAGE.parent) or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return head.stdout.strip() + (" dirty" if dirty else "")
+
+
+def manifest_commit(root: Path) -> Optional[str]:
+    """The commit that a copy of a checkout without its .git is, from ROOT/commit.manifest (the commit's SHA, then
+    `git ls-tree -r HEAD`: mode, type, blob SHA and path of every tracked file), checked rather than trusted: every
+    listed file's git blob hash is computed here; "SHA dirty" when one differs or is missing, as `git status` would
+    say. None when there is no manifest."""
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        return None
+    lines = path.read_text().splitlines()
+    sha, dirty = lines[0].strip(), False
+    for n, line in enumerate(lines[1:], 2):
+        try:
+            meta, name = line.split("\t", 1)
+            mode, kind, blob = meta.split()
+        except ValueError:
+            raise UsageError(f"{path}:{n}: expected `MODE TYPE SHA<TAB>PATH` (git ls-tree -r), got {line!r}")
+        if kind != "blob":  # a submodule: not part of this tree's files
+            continue
+        f = Path(root) / name
+        try:
+            data = os.readlink(f).encode() if mode == "120000" else f.read_bytes()
+        except OSError:
+            dirty = True
+            break
+        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
+            dirty = True
+            break
+    return sha + (" dirty" if dirty else "")
 
 
 def machine(cpu: bool) -> str:
