@@ -8,7 +8,8 @@
 #
 # A machine without network installs from wheels put into .whl/ beforehand (`pip wheel --no-build-isolation -w .whl
 # fairseq-fixed==0.12.3.1` and its dependencies, built for the GPU machine's Python and torch).
-# Environment: JOBS (concurrent training processes, default 20), SLICE_S (seconds of training in this call, default
+# Environment: JOBS (concurrent training processes, default 8: on the H100 machine's 16 cores, 2026-11-26, 20 SCAN
+# processes ran 109 updates/s in all, 5.5 each, and 8 ran about 117, 14.7 each: its CPUs, not the GPU, set the pace), SLICE_S (seconds of training in this call, default
 # 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the device tool sets it),
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
 # default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
@@ -17,9 +18,10 @@
 # does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
 # default 56).
 #
-# The GPU machine gets a copy of the working tree without .git: write `git rev-parse HEAD > commit.manifest && git
-# ls-tree -r HEAD >> commit.manifest` on a clean checkout first (and carry it), so that each run records the commit,
-# checked there file by file (fairseq_compgen/pipelines/train.py: manifest_commit).
+# The device tool's copy of the working tree carried a .git that was not at our HEAD (2026-11-26: runs recorded the
+# commit before ours, "dirty"): write `git rev-parse HEAD > commit.manifest && git ls-tree -r HEAD >> commit.manifest`
+# on a clean checkout first and carry it; each run then records that commit, checked there file by file
+# (fairseq_compgen/pipelines/train.py: manifest_commit), not what git says there.
 #
 # What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
 # commit, machine, settings), train.log, done.json and eval/*.json when finished; steps_per_s.json (each running
@@ -33,13 +35,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 SWEEP=${1:-csordas_table3}
 ONLY=${2:-scan/*}
-JOBS=${JOBS:-20}
+JOBS=${JOBS:-8}
 SLICE_S=${SLICE_S:-480}
 OUT=${OUT:-runs/gpu_oneshot_out}
 PREP=${PREP-scan --split length_cutoff_26 --split addprim_jump --split around_right --split length --out data/scan}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/oneshot.log") 2>&1
-echo "oneshot: $(date -Is) sweep=$SWEEP only=$ONLY jobs=$JOBS slice=${SLICE_S}s commit=$(git rev-parse HEAD 2>/dev/null || echo none)"
+echo "oneshot: $(date -Is) sweep=$SWEEP only=$ONLY jobs=$JOBS slice=${SLICE_S}s commit=$(head -n 1 commit.manifest 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo none)"
 
 # 1. install: fairseq as it is here (the repository's .venv, or an environment that already has it), else the
 #    wheels brought in .whl/ (the GPU machine: torch is there, fairseq is not)
@@ -56,6 +58,7 @@ else
   echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see the top of this script)"; exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+[ -f commit.manifest ] && export FAIRSEQ_COMPGEN_COMMIT_MANIFEST="$PWD/commit.manifest"
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 [ "${CPU:-0}" = 1 ] || nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
@@ -88,6 +91,7 @@ fi
 #    resumes each run from its checkpoint next time (a run stopped mid-way is not a failure)
 # one CPU thread per process: 20 processes each taking all 16 cores would fight over them
 device=(--devices 0 --threads "${THREADS:-1}"); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+slice_start=$(date +%s)
 timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"
 status=$?
@@ -104,8 +108,8 @@ if [ -n "$left" ]; then
 fi
 
 # 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
-"$PY" - "$runs" "$OUT" "${PACK:-0}" "${CARRY_MIB:-56}" <<'EOF'
-import json, re, shutil, sys, tarfile, tempfile
+"$PY" - "$runs" "$OUT" "${PACK:-0}" "${CARRY_MIB:-56}" "$slice_start" <<'EOF'
+import datetime, json, re, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
 runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
@@ -133,6 +137,9 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
         for f in [run / "checkpoint_last.pt"] + [run / name for name in keep if (run / name).is_file()]:
             shutil.copy2(f, carry / f.name)
     log = (run / "train.log").read_text(errors="replace") if (run / "train.log").is_file() else ""
+    # this slice's records only: a run that did not train in this slice (JOBS fewer than runs) has none
+    since = datetime.datetime.fromtimestamp(int(sys.argv[5]))
+    log = "\n".join(line for line in log.splitlines() if line[:19] >= since.strftime("%Y-%m-%d %H:%M:%S"))
     ups = re.findall(r'"ups": "([0-9.]+)"', log)
     updates = re.findall(r'"num_updates": "([0-9]+)"', log)
     if ups:

@@ -114,9 +114,9 @@ def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
     assert trained_at(tmp_path / "absent") == []
 
 
-def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_path):
-    """The working tree sent to a GPU machine has no .git: commit.manifest names the commit, and every file's blob
-    hash is checked against it; a changed or missing file makes it dirty."""
+def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_path, monkeypatch):
+    """The working tree sent to a GPU machine cannot rely on a .git there: commit.manifest names the commit, and every
+    file's blob hash is checked against it; a changed or missing file makes it dirty."""
     from fairseq_compgen.pipelines import train
 
     repo = tmp_path / "repo"
@@ -131,6 +131,8 @@ def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_
     (repo / train.MANIFEST).write_text(head + "\n" + git("ls-tree", "-r", "HEAD"))
     shutil.rmtree(repo / ".git")
     assert train.manifest_commit(repo) == head
+    monkeypatch.setenv(train.MANIFEST_ENV, str(repo / train.MANIFEST))  # what gpu_oneshot.sh sets
+    assert train.commit() == head
     (repo / "pkg" / "a.py").write_text("x = 2\n")
     assert train.manifest_commit(repo) == head + " dirty"
     (repo / "pkg" / "a.py").unlink()

@@ -238,16 +238,22 @@ def interrupted(save: Path) -> str:
 
 
 MANIFEST = "commit.manifest"  # git rev-parse HEAD > commit.manifest && git ls-tree -r HEAD >> commit.manifest
+MANIFEST_ENV = "FAIRSEQ_COMPGEN_COMMIT_MANIFEST"  # set by scripts/gpu_oneshot.sh when a commit.manifest came along
 
 
 def commit() -> str:
-    """The package's git HEAD, with " dirty" when tracked files differ from it; in a copy without .git (the working
-    tree sent to a GPU machine), what its commit.manifest verifies (manifest_commit); else "unknown"."""
+    """The package's git HEAD, with " dirty" when tracked files differ from it; else "unknown" outside a checkout.
+    Where $FAIRSEQ_COMPGEN_COMMIT_MANIFEST names a commit.manifest, what that verifies instead (manifest_commit): the
+    working tree sent to a GPU machine arrived there (2026-11-26) with a .git that was not at the sender's HEAD."""
+    if os.environ.get(MANIFEST_ENV):
+        manifest = Path(os.environ[MANIFEST_ENV])
+        return manifest_commit(manifest.parent) or f"unknown (no {manifest})"
+
     def git(*cmd):
         return subprocess.run(["git", "-C", str(PACKAGE.parent), *cmd], capture_output=True, text=True)
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return manifest_commit(PACKAGE.parent) or "unknown"
+        return "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return head.stdout.strip() + (" dirty" if dirty else "")
 
