@@ -90,7 +90,8 @@ fi
 # 3. train: every matching run as its own process on the one GPU (or CPU), for at most SLICE_S seconds; the sweep
 #    resumes each run from its checkpoint next time (a run stopped mid-way is not a failure)
 # one CPU thread per process: 20 processes each taking all 16 cores would fight over them
-device=(--devices 0 --threads "${THREADS:-1}"); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+# (--gpu: also a sweep file whose launch says cpu, e.g. a campaign step, trains on the GPU)
+device=(--devices 0 --gpu --threads "${THREADS:-1}"); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
 slice_start=$(date +%s)
 timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"

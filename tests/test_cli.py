@@ -159,6 +159,21 @@ def test_a_sweep_refuses_a_run_whose_recipe_changed(tmp_path, monkeypatch):
     assert change.startswith("recipe_options: {") and "'lr': '1e-3'" in change and "'lr': '5e-4'" in change
 
 
+def test_gpu_runs_a_cpu_sweeps_runs_as_the_same_runs(tmp_path):
+    """--gpu drops a sweep file's `launch: {cpu: true}` (a CPU campaign's runs on a lent GPU): no --cpu in the train
+    or eval command, and the settings, which decide whether a run folder is this run, are those of the CPU plan."""
+    data = _data_folder(tmp_path / "d", tagging=False)
+    spec = {"name": "s", "launch": {"cpu": True}, "datasets": {"d": {"data": str(data), "recipe": "csordas/scan"}},
+            "configurations": {"c": {"arch": "rel_uni_transformer_{recipe}"}}}
+    (on_cpu,) = sweep.plan(spec, tmp_path / "out")
+    (on_gpu,) = sweep.plan(spec, tmp_path / "out", gpu=True)
+    assert "--cpu" in on_cpu.train_command() and "--cpu" in on_cpu.eval_command()
+    assert "--cpu" not in on_gpu.train_command() and "--cpu" not in on_gpu.eval_command()
+    assert on_gpu.settings() == on_cpu.settings()
+    with pytest.raises(UsageError, match="--cpu and --gpu"):
+        sweep.plan(spec, tmp_path / "out", cpu=True, gpu=True)
+
+
 def test_an_unknown_arch_is_one_line(tmp_path):
     data = _data_folder(tmp_path / "d", tagging=False)
     (data / "train.src-tgt.src.idx").write_text("")
