@@ -41,14 +41,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fairseq_compgen.pipelines.runner import LOCK  # noqa: E402  the sweep's lock file in a run folder
+from fairseq_compgen.pipelines.runner import LOCK, RECORDS  # noqa: E402  the sweep's lock file; a run's records
 from fairseq_compgen.pipelines.train import checkpoint_updates  # noqa: E402
 
 CARRY = Path("results") / "campaign" / "_carry"  # relative to the repository
 CHECKPOINT = "checkpoint_last.pt"
-RECORDS = ("settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json",
-           "options_changed.txt", "command.history", "launch.history", "commit.history", "machine.history",
-           "data.history", "train.log")
 
 
 def unfinished_runs(state: Path):

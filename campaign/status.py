@@ -7,7 +7,7 @@ training time still to come, estimated from the recorded runs.
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
-campaign commits it right after copying it); under way when its folder in STATE/runs/ has a train.log but no
+campaign commits it right after copying it), or in results/campaign_gpu/ (finished on a lent GPU, gpu_import.py); under way when its folder in STATE/runs/ has a train.log but no
 done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
 The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
 evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
@@ -76,7 +76,8 @@ def main(argv=None) -> int:
             done, going, left = [], [], []
             for run in runs:
                 key = f"{name}/{run.name}"
-                if (results / name / run.name / "done.json").is_file():
+                if ((results / name / run.name / "done.json").is_file()
+                        or (results.parent / "campaign_gpu" / name / run.name / "done.json").is_file()):
                     done.append(run.name)
                     seen[key] = "done"
                     continue

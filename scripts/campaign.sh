@@ -80,8 +80,10 @@ prep_once() {
   fcg prep "$@"
 }
 
-committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed under results/campaign
-  git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$1/done.json" >/dev/null 2>&1
+committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed under results/campaign, or
+  # under results/campaign_gpu (finished on a lent GPU: campaign/gpu_import.py)
+  git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$1/done.json" >/dev/null 2>&1 ||
+    git -C "$REPO" ls-files --error-unmatch -- "results/campaign_gpu/$1/done.json" >/dev/null 2>&1
 }
 
 collect() {  # copy and commit every finished run of a sweep not yet in results/campaign

@@ -110,14 +110,16 @@ fi
 
 # 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
 "$PY" - "$runs" "$OUT" "${PACK:-0}" "${CARRY_MIB:-56}" "$slice_start" <<'EOF'
-import datetime, json, re, shutil, sys, tarfile, tempfile
+import datetime, hashlib, json, re, shlex, shutil, sys, tarfile, tempfile
 from pathlib import Path
+
+from fairseq_compgen.pipelines.runner import RECORDS
 
 runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
 # PACK=1: the device tool brings back at most 8 files, 2 folders down, 16 MiB each, 64 MiB together; so the tree
 # is written to a staging folder and packed into results.tar.gz and carry.tar.part00.. (15 MiB each, CARRY_MIB in all)
 out = Path(tempfile.mkdtemp(prefix="oneshot-")) if pack else final_out
-keep = ("command.txt", "launch.txt", "commit.txt", "machine.txt", "settings.json", "train.log", "done.json")
+keep = RECORDS + ("done.json",)
 rates, n_done, n_all = {}, 0, 0
 for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     rel = run.relative_to(runs.parent)  # <sweep>/<dataset>/<config>/seedK
@@ -129,6 +131,14 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     for j in sorted(run.glob("eval/*.json")):
         (dest / "eval").mkdir(exist_ok=True)
         shutil.copy2(j, dest / "eval" / j.name)
+    if (run.parents[2] / "sweep.json").is_file():  # the sweep's plan, for aggregate and campaign/gpu_import.py
+        shutil.copy2(run.parents[2] / "sweep.json", out / rel.parents[2] / "sweep.json")
+    if (run / "command.txt").is_file():  # the data it trained on, every file hashed (as scripts/campaign.sh)
+        data = Path(shlex.split((run / "command.txt").read_text().splitlines()[0])[1])
+        if data.is_dir():
+            (dest / "data.sha256").write_text("".join(
+                f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n"
+                for f in sorted(data.iterdir(), key=lambda f: f.name) if f.is_file()))
     n_all += 1
     if (run / "done.json").is_file():
         n_done += 1

@@ -348,3 +348,72 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert any(c.startswith("D\tresults/campaign/_carry/tiny/scan/rel_uni/seed1/") for c in changed), changed
     assert _git(repo, "rev-parse", "HEAD~1").strip() == carry_commit  # one commit records the run, removes the carry
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_bin, tmp_path):
+    """campaign/gpu_import.py: a clean finished run from a one-shot's results.tar.gz is committed, alone, under
+    results/campaign_gpu/ with its sweep.json; a dirty one, one whose data differs from the CPU runs', and one of no
+    campaign sweep are refused; a second import skips; scripts/campaign.sh then skips the run instead of training it,
+    and campaign/status.py counts it done."""
+    import tarfile
+
+    repo, state, head = _tiny_clone(tmp_path, scan_bin)
+    hashes = "".join(f"{'0' * 64}  {f.name}\n" for f in sorted(scan_bin.iterdir()) if f.is_file())
+    tree = tmp_path / "tree"
+
+    def run(sweep, seed, commit, data=hashes):
+        d = tree / sweep / "scan" / "rel_uni" / f"seed{seed}"
+        (d / "eval").mkdir(parents=True)
+        (d / "done.json").write_text(json.dumps({"accuracy": {"valid": 0.5, "gen": 0.25}}))
+        (d / "eval" / "gen.json").write_text("{}")
+        (d / "commit.txt").write_text(commit + "\n")
+        (d / "machine.txt").write_text(json.dumps({"gpu": "1 x NVIDIA H100 80GB HBM3"}))
+        (d / "data.sha256").write_text(data)
+        (d / "checkpoint_last.pt").write_text("not recorded")
+        (tree / sweep / "sweep.json").write_text("{}\n")
+    run("tiny", 1, head)
+    run("tiny", 2, head + " dirty")
+    run("elsewhere", 1, head)
+    with tarfile.open(tmp_path / "results.tar.gz", "w:gz") as tar:
+        tar.add(tree, arcname=".")
+    cpu = repo / "results" / "campaign" / "tiny" / "scan" / "other" / "seed9"  # a CPU run's data, to compare with
+    cpu.mkdir(parents=True)
+    (cpu / "data.sha256").write_text(hashes)
+    _git(repo, "add", "results")
+    _git(repo, "commit", "-q", "-m", "a CPU run's data hashes")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+
+    importer = [sys.executable, str(REPO / "campaign" / "gpu_import.py"), str(tmp_path / "results.tar.gz"),
+                "--repo", str(repo)]
+    p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "tiny/scan/rel_uni/seed2: trained on" in p.stderr and "not a clean commit" in p.stderr
+    assert "elsewhere/scan/rel_uni/seed1: not a run of a campaign sweep" in p.stderr
+    recorded = repo / "results" / "campaign_gpu" / "tiny" / "scan" / "rel_uni" / "seed1"
+    assert {f.name for f in recorded.iterdir()} == {"done.json", "eval", "commit.txt", "machine.txt", "data.sha256"}
+    (message,) = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
+    assert message.startswith("Campaign (lent GPU): tiny/scan/rel_uni/seed1 finished (accuracy: gen 0.2500, valid")
+    files = _git(repo, "show", "--name-only", "--format=", "HEAD").split()
+    assert "results/campaign_gpu/tiny/sweep.json" in files and all(f.startswith("results/campaign_gpu/tiny/")
+                                                                   for f in files)
+    p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert "tiny/scan/rel_uni/seed1: already recorded, skipped" in p.stdout
+    assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
+
+    (tree / "tiny" / "scan" / "rel_uni" / "seed1" / "data.sha256").write_text(hashes.replace("0", "1", 1))
+    shutil.rmtree(recorded.parents[2])
+    p = subprocess.run(importer[:1] + [str(REPO / "campaign" / "gpu_import.py"), str(tree), "--repo", str(repo)],
+                       capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert "its data (data.sha256) differs from the CPU runs' of tiny/scan" in p.stderr
+    _git(repo, "checkout", "-q", "--", "results")
+
+    # the lanes skip it: seed 1 is not trained (seed 2 is)
+    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
+    _git(repo, "commit", "-q", "-am", "seed 1 only")
+    p = _campaign(repo, state)
+    assert p.returncode == 0 and "committed" not in p.stdout, p.stdout + p.stderr
+    assert not list(state.glob("runs/tiny/scan/*/seed1/checkpoint*"))
+    status = subprocess.run([sys.executable, str(repo / "campaign" / "status.py"), "--queue",
+                             str(repo / "campaign" / "tiny_queue.txt"), "--state", str(state)],
+                            capture_output=True, text=True)
+    assert "1/1 done" in status.stdout, status.stdout + status.stderr

@@ -32,6 +32,11 @@ DONE_EXPECTED = ("the JSON object a sweep writes when a run has finished; move i
                  "redo the run's evaluation")
 SETTINGS = "settings.json"
 LOCK = ".lock"
+# what a run folder records besides its checkpoints, done.json and eval/*.json: the sweep's settings, what
+# `fairseq-compgen train` wrote (command, launch, commit, machine, data; each call dated in *.history) and the log;
+# what travels with a run to another machine (campaign/carry.py, scripts/gpu_oneshot.sh)
+RECORDS = (SETTINGS, "command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json", "options_changed.txt",
+           "command.history", "launch.history", "commit.history", "machine.history", "data.history", "train.log")
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:

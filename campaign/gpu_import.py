@@ -1,0 +1,147 @@
+"""Record the campaign's runs that finished on a lent GPU (scripts/gpu_oneshot.sh) in this repository, so that the
+campaign's CPU lanes skip them and the tables pool them with the CPU seeds.
+
+    python campaign/gpu_import.py /work/.device/1/results.tar.gz [more results.tar.gz or unpacked folders]
+
+Each finished run (<sweep>/<dataset>/<config>/seedK/ with done.json) of a campaign sweep (one named in
+campaign/queue*.txt) is copied, with its records, eval JSONs and data.sha256, to
+results/campaign_gpu/<sweep>/<dataset>/<config>/seedK/, beside the GPU sweep's own sweep.json, and committed, one
+commit per run of that folder alone (and the sweep.json when new or changed). Why a folder of its own: a run's
+settings name its data folder absolutely, and the GPU machine's is not the campaign's, so `fairseq-compgen
+aggregate` reads the GPU runs against their own plan and pools them with the CPU runs by dataset, configuration and
+seed: `fairseq-compgen aggregate results/campaign/<sweep> results/campaign_gpu/<sweep>`. scripts/campaign.sh
+treats a run recorded here as done, as one under results/campaign/.
+
+Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
+clean commit ("dirty" or "unknown" in commit.txt), a run whose data differs from the CPU runs' of the same sweep and
+dataset (data.sha256), a run not of a campaign sweep. Skipped: a run already recorded (under results/campaign/ or
+here). A CPU lane training the same run meanwhile is not stopped; its result is not recorded when it finishes.
+"""
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fairseq_compgen.pipelines.runner import DONE, RECORDS  # noqa: E402
+
+GPU = Path("results") / "campaign_gpu"  # relative to the repository
+CPU = Path("results") / "campaign"
+
+
+def campaign_sweeps(repo: Path) -> set:
+    """The names of the sweeps that campaign/queue*.txt runs."""
+    names = set()
+    for queue in sorted((repo / "campaign").glob("queue*.txt")):
+        for line in queue.read_text().splitlines():
+            words = line.split()
+            if words and not line.startswith("#") and words[0] != "prep":
+                names.add(Path(words[0]).stem)
+    return names
+
+
+def finished_runs(tree: Path):
+    """(<sweep>/<dataset>/<config>/seedK, its folder) of every finished run in an unpacked one-shot results tree."""
+    for done in sorted(tree.glob(f"*/*/*/seed*/{DONE}")):
+        yield done.parent.relative_to(tree).as_posix(), done.parent
+
+
+def data_hashes(run: Path):
+    path = run / "data.sha256"
+    return path.read_text() if path.is_file() else None
+
+
+def cpu_data(repo: Path, rel: str):
+    """data.sha256 of a CPU run of the same sweep and dataset, if any (they all trained on one data folder)."""
+    sweep, dataset = rel.split("/")[:2]
+    for path in sorted((repo / CPU / sweep / dataset).glob("*/seed*/data.sha256")):
+        return path.read_text()
+    return None
+
+
+def refusal(repo: Path, rel: str, run: Path, sweeps: set):
+    """Why this finished GPU run cannot be recorded, or None."""
+    if rel.split("/")[0] not in sweeps:
+        return f"{rel}: not a run of a campaign sweep (campaign/queue*.txt names {', '.join(sorted(sweeps))})"
+    commit = (run / "commit.txt").read_text().strip() if (run / "commit.txt").is_file() else "unknown"
+    if not commit or commit.endswith(" dirty") or commit.startswith("unknown"):
+        return f"{rel}: trained on {commit or 'an unrecorded commit'}, not a clean commit"
+    mine, theirs = data_hashes(run), cpu_data(repo, rel)
+    if mine is None:
+        return f"{rel}: no data.sha256 (a one-shot older than campaign/gpu_import.py): its data cannot be checked"
+    if theirs is not None and mine != theirs:
+        return f"{rel}: its data (data.sha256) differs from the CPU runs' of {'/'.join(rel.split('/')[:2])}"
+    return None
+
+
+def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
+    """Copy the run into results/campaign_gpu/ (through a temporary name) and commit that folder alone."""
+    dest = repo / GPU / rel
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "eval").mkdir(parents=True)
+    for name in RECORDS + (DONE, "data.sha256"):
+        if (run / name).is_file():
+            shutil.copy2(run / name, tmp / name)
+    for j in sorted(run.glob("eval/*.json")):
+        shutil.copy2(j, tmp / "eval" / j.name)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    paths = [str(GPU / rel)]
+    plan = tree / rel.split("/")[0] / "sweep.json"
+    target = repo / GPU / rel.split("/")[0] / "sweep.json"
+    if plan.is_file() and not (target.is_file() and target.read_bytes() == plan.read_bytes()):
+        shutil.copy2(plan, target.with_name("sweep.json.tmp"))
+        target.with_name("sweep.json.tmp").rename(target)
+        paths.append(str(GPU / rel.split("/")[0] / "sweep.json"))
+    accuracy = json.loads((run / DONE).read_text()).get("accuracy") or {}
+    acc = ", ".join(f"{k} {v:.4f}" for k, v in sorted(accuracy.items()) if isinstance(v, (int, float)))
+    machine = json.loads((run / "machine.txt").read_text()) if (run / "machine.txt").is_file() else {}
+    commit = (run / "commit.txt").read_text().split()[0][:12]
+    message = (f"Campaign (lent GPU): {rel} finished (accuracy: {acc or 'see done.json'}; trained at {commit} on "
+               f"{machine.get('gpu') or 'a GPU'})")
+    git = ["git", "-C", str(repo)]
+    subprocess.run(git + ["add", "--", *paths], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", message, "--", *paths], check=True)
+    return message
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="+", type=Path, help="a one-shot's results.tar.gz, or the folder it unpacks to")
+    p.add_argument("--repo", type=Path, default=REPO, help="the repository to record them in (default: this one)")
+    a = p.parse_args(argv)
+    sweeps, refused = campaign_sweeps(a.repo), 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for i, source in enumerate(a.results):
+            if source.is_dir():
+                tree = source
+            elif tarfile.is_tarfile(source):
+                tree = Path(scratch) / str(i)
+                with tarfile.open(source) as tar:
+                    tar.extractall(tree, filter="data")
+            else:
+                print(f"gpu_import: {source}: expected a one-shot's results.tar.gz or its unpacked folder",
+                      file=sys.stderr)
+                return 2
+            for rel, run in finished_runs(tree):
+                if (a.repo / CPU / rel / DONE).is_file() or (a.repo / GPU / rel / DONE).is_file():
+                    print(f"gpu_import: {rel}: already recorded, skipped")
+                    continue
+                why = refusal(a.repo, rel, run, sweeps)
+                if why:
+                    print(f"gpu_import: refused {why}", file=sys.stderr)
+                    refused += 1
+                    continue
+                print(f"gpu_import: {record(a.repo, rel, run, tree)}")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
