@@ -4,7 +4,7 @@ campaign's CPU lanes skip them and the tables pool them with the CPU seeds.
     python campaign/gpu_import.py /work/.device/1/results.tar.gz [more results.tar.gz or unpacked folders]
 
 Each finished run (<sweep>/<dataset>/<config>/seedK/ with done.json) of a campaign sweep (one named in
-campaign/queue*.txt) is copied, with its records, eval JSONs and data.sha256, to
+campaign/queue*.txt, or the --queue files) is copied, with its records, eval JSONs and data.sha256, to
 results/campaign_gpu/<sweep>/<dataset>/<config>/seedK/, beside the GPU sweep's own sweep.json, and committed, one
 commit per run of that folder alone (and the sweep.json when new or changed). Why a folder of its own: a run's
 settings name its data folder absolutely, and the GPU machine's is not the campaign's, so `fairseq-compgen
@@ -35,10 +35,10 @@ GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
 
 
-def campaign_sweeps(repo: Path) -> set:
-    """The names of the sweeps that campaign/queue*.txt runs."""
+def campaign_sweeps(queues) -> set:
+    """The names of the sweeps that the queue files run."""
     names = set()
-    for queue in sorted((repo / "campaign").glob("queue*.txt")):
+    for queue in queues:
         for line in queue.read_text().splitlines():
             words = line.split()
             if words and not line.startswith("#") and words[0] != "prep":
@@ -68,7 +68,7 @@ def cpu_data(repo: Path, rel: str):
 def refusal(repo: Path, rel: str, run: Path, sweeps: set):
     """Why this finished GPU run cannot be recorded, or None."""
     if rel.split("/")[0] not in sweeps:
-        return f"{rel}: not a run of a campaign sweep (campaign/queue*.txt names {', '.join(sorted(sweeps))})"
+        return f"{rel}: not a run of a campaign sweep (the queues name {', '.join(sorted(sweeps))})"
     commit = (run / "commit.txt").read_text().strip() if (run / "commit.txt").is_file() else "unknown"
     if not commit or commit.endswith(" dirty") or commit.startswith("unknown"):
         return f"{rel}: trained on {commit or 'an unrecorded commit'}, not a clean commit"
@@ -116,8 +116,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", nargs="+", type=Path, help="a one-shot's results.tar.gz, or the folder it unpacks to")
     p.add_argument("--repo", type=Path, default=REPO, help="the repository to record them in (default: this one)")
+    p.add_argument("--queue", type=Path, nargs="+", help="the campaign's queue files (default: REPO/campaign/queue*.txt)")
     a = p.parse_args(argv)
-    sweeps, refused = campaign_sweeps(a.repo), 0
+    sweeps, refused = campaign_sweeps(a.queue or sorted((a.repo / "campaign").glob("queue*.txt"))), 0
     with tempfile.TemporaryDirectory() as scratch:
         for i, source in enumerate(a.results):
             if source.is_dir():

@@ -384,10 +384,10 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     head = _git(repo, "rev-parse", "HEAD").strip()
 
     importer = [sys.executable, str(REPO / "campaign" / "gpu_import.py"), str(tmp_path / "results.tar.gz"),
-                "--repo", str(repo)]
+                "--repo", str(repo), "--queue", str(repo / "campaign" / "tiny_queue.txt")]
     p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "tiny/scan/rel_uni/seed2: trained on" in p.stderr and "not a clean commit" in p.stderr
+    assert "tiny/scan/rel_uni/seed2: trained on" in p.stderr and "not a clean commit" in p.stderr, p.stdout + p.stderr
     assert "elsewhere/scan/rel_uni/seed1: not a run of a campaign sweep" in p.stderr
     recorded = repo / "results" / "campaign_gpu" / "tiny" / "scan" / "rel_uni" / "seed1"
     assert {f.name for f in recorded.iterdir()} == {"done.json", "eval", "commit.txt", "machine.txt", "data.sha256"}
@@ -402,7 +402,7 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
 
     (tree / "tiny" / "scan" / "rel_uni" / "seed1" / "data.sha256").write_text(hashes.replace("0", "1", 1))
     shutil.rmtree(recorded.parents[2])
-    p = subprocess.run(importer[:1] + [str(REPO / "campaign" / "gpu_import.py"), str(tree), "--repo", str(repo)],
+    p = subprocess.run(importer[:2] + [str(tree)] + importer[3:],
                        capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert "its data (data.sha256) differs from the CPU runs' of tiny/scan" in p.stderr
     _git(repo, "checkout", "-q", "--", "results")
