@@ -89,5 +89,9 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     done = json.loads((run / "done.json").read_text())
     assert set(done["accuracy"]) == {"valid", "gen"}
     assert {p.name for p in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+    # what campaign/gpu_import.py checks and pools with: the data it trained on, hashed, and the sweep's plan
+    hashes = dict(line.split()[::-1] for line in (run / "data.sha256").read_text().splitlines())
+    assert set(hashes) == {f.name for f in scan_bin.iterdir() if f.is_file()}
+    assert json.loads((tmp_path / "out3" / "short" / "sweep.json").read_text())["spec"]["name"] == "short"
     assert json.loads((tmp_path / "out3" / "steps_per_s.json").read_text())["done"] == 1
     assert not (tmp_path / "out3" / "carry").exists()
