@@ -8,9 +8,10 @@
 #
 # A machine without network installs from wheels put into .whl/ beforehand (`pip wheel --no-build-isolation -w .whl
 # fairseq-fixed==0.12.3.1` and its dependencies, built for the GPU machine's Python and torch).
-# Environment: JOBS (concurrent training processes, default 8: on the H100 machine's 16 cores, 2026-11-26, 20 SCAN
-# processes ran 109 updates/s in all, 5.5 each, and 8 ran about 117, 14.7 each: its CPUs, not the GPU, set the pace), SLICE_S (seconds of training in this call, default
-# 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the device tool sets it),
+# Environment: JOBS (concurrent training processes, default 8: on the lent H100 machine, 16 cores, 2026-11-26, 20
+# SCAN processes ran 109 updates/s in all, 5.5 each, and 8 about 117, 14.7 each), SLICE_S (seconds of training in
+# this call, default 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the
+# device tool sets it),
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
 # default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
 # back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
@@ -166,7 +167,7 @@ if pack:
                 tar.add(p, arcname=p.name)
     (final_out / "results.tar.gz.tmp").rename(final_out / "results.tar.gz")
     shutil.copy2(out / "steps_per_s.json", final_out / "steps_per_s.json")
-    carried = sorted(ck.parent for ck in (out / "carry").glob("**/checkpoint_last.pt")) if (out / "carry").is_dir() else []
+    carried = sorted(ck.parent for ck in (out / "carry").glob("**/checkpoint_last.pt"))
     budget, used, kept, left = carry_mib * 2**20, 0, [], []
     for run in carried:  # in sweep order, as many runs as the budget holds
         size = sum(f.stat().st_size for f in run.iterdir()) + 4096
@@ -177,11 +178,12 @@ if pack:
         with tarfile.open(whole, "w") as tar:
             for run in kept:
                 tar.add(run, arcname=str(run.relative_to(out / "carry")))
-        part, data = 0, whole.open("rb")
-        while chunk := data.read(15 * 2**20):
-            (final_out / f"carry.tar.part{part:02d}.tmp").write_bytes(chunk)
-            (final_out / f"carry.tar.part{part:02d}.tmp").rename(final_out / f"carry.tar.part{part:02d}")
-            part += 1
+        with whole.open("rb") as packed:
+            part = 0
+            while chunk := packed.read(15 * 2**20):
+                (final_out / f"carry.tar.part{part:02d}.tmp").write_bytes(chunk)
+                (final_out / f"carry.tar.part{part:02d}.tmp").rename(final_out / f"carry.tar.part{part:02d}")
+                part += 1
     for run in kept:
         print(f"oneshot: carried {run.relative_to(out / 'carry')}")
     for run in left:
