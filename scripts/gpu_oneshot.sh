@@ -115,6 +115,7 @@ import datetime, hashlib, json, re, shlex, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
 from fairseq_compgen.pipelines.runner import RECORDS
+from fairseq_compgen.pipelines.train import repair_last
 
 runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
 # PACK=1: the device tool brings back at most 8 files, 2 folders down, 16 MiB each, 64 MiB together; so the tree
@@ -144,6 +145,9 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     if (run / "done.json").is_file():
         n_done += 1
     elif (run / "checkpoint_last.pt").is_file():  # records and checkpoint, to resume on a fresh machine
+        repaired = repair_last(run)  # the slice's end may have cut off fairseq's copy to checkpoint_last.pt
+        if repaired:
+            print(f"oneshot: {repaired}")
         carry = out / "carry" / run.relative_to(runs)
         carry.mkdir(parents=True, exist_ok=True)
         for f in [run / "checkpoint_last.pt"] + [run / name for name in keep if (run / name).is_file()]:

@@ -138,3 +138,36 @@ def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_
     (repo / "pkg" / "a.py").unlink()
     assert train.manifest_commit(repo) == head + " dirty"
     assert train.manifest_commit(tmp_path) is None
+
+
+def test_a_checkpoint_last_cut_off_mid_copy_is_replaced_by_the_newest_whole_save(tmp_path):
+    """fairseq copies each save over checkpoint_last.pt in place; stopped mid-copy, the file is cut off. The run
+    resumes from the newest readable save instead, and the cut-off file is kept aside."""
+    import torch
+
+    from fairseq_compgen.pipelines import train
+
+    def save(name, updates):
+        torch.save({"optimizer_history": [{"num_updates": updates}], "model": {"w": torch.ones(64, 64) * updates}},
+                   tmp_path / name)
+    save("checkpoint_3_20.pt", 20)
+    save("checkpoint_5_40.pt", 40)
+    (tmp_path / "checkpoint_3_20.pt").touch()  # the newest save by its update, not by its time
+    save("checkpoint_last.pt", 40)
+    assert train.repair_last(tmp_path) is None  # readable: left alone
+    whole = (tmp_path / "checkpoint_last.pt").read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
+    said = train.repair_last(tmp_path)
+    assert "kept as checkpoint_last.pt.incomplete" in said and "checkpoint_5_40.pt (update 40)" in said, said
+    assert train.checkpoint_updates(tmp_path / "checkpoint_last.pt") == 40
+    assert (tmp_path / "checkpoint_last.pt.incomplete").read_bytes() == whole[: len(whole) // 2]
+    assert not (tmp_path / "checkpoint_last.pt.tmp").exists()
+    # nothing readable to go back to: left as it is (fairseq-train then says why it cannot resume)
+    for p in tmp_path.glob("checkpoint_*_*.pt"):
+        p.unlink()
+    cut = whole[: len(whole) // 2]
+    (tmp_path / "checkpoint_last.pt").write_bytes(cut)
+    assert train.repair_last(tmp_path) is None and (tmp_path / "checkpoint_last.pt").read_bytes() == cut
+    # unreadable, not "untrusted" (checkpoint_updates lets that through): torch read some cut-off zips as legacy
+    # pickles and met bytes that are no type at all (gpu_oneshot's test, 2026-11-26)
+    assert train.checkpoint_updates(tmp_path / "checkpoint_last.pt") is None

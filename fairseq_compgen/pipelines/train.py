@@ -224,6 +224,37 @@ def checkpoint_updates(ckpt: Path) -> Optional[int]:
         return None
 
 
+def repair_last(save: Path) -> Optional[str]:
+    """fairseq writes each save whole as checkpoint_E_U.pt (through a temporary name), then copies it over
+    checkpoint_last.pt in place: a run stopped during that copy (a session's end, a GPU slice's timeout) leaves
+    checkpoint_last.pt cut off, and fairseq-train cannot resume from it. When checkpoint_last.pt cannot be read and a
+    save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete and the newest readable save is
+    copied to checkpoint_last.pt through a temporary name. Returns what was done (one line), or None."""
+    import shutil
+
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError
+
+    def updates(path):  # a file the safe loader refuses is not this function's to replace or to resume from
+        try:
+            return checkpoint_updates(path)
+        except UntrustedCheckpointError:
+            return "refused"
+
+    last = save / "checkpoint_last.pt"
+    if not last.is_file() or updates(last) is not None:
+        return None
+    files = list(save.glob("checkpoint_*_*.pt")) + list(save.glob("checkpoint[0-9]*.pt"))  # _E_U.pt, E.pt
+    saves = sorted((u, p.name, p) for u, p in ((updates(p), p) for p in files) if isinstance(u, int))
+    if not saves:
+        return None
+    at, _, newest = saves[-1]
+    last.replace(save / "checkpoint_last.pt.incomplete")
+    shutil.copyfile(newest, save / "checkpoint_last.pt.tmp")
+    (save / "checkpoint_last.pt.tmp").replace(last)
+    return (f"{last} was cut off (stopped while fairseq copied a save over it): kept as {last.name}.incomplete, "
+            f"resuming from a copy of {newest.name} (update {at})")
+
+
 def interrupted(save: Path) -> str:
     """What a Ctrl-C during training kept in SAVE, and how to go on (fairseq_compgen: interrupted: ...)."""
     ckpt = save / "checkpoint_last.pt"
@@ -408,6 +439,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
     hold_lock(save)
+    repaired = repair_last(save)
+    if repaired:
+        print(f"fairseq-compgen train: {repaired}", file=sys.stderr)
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))  # (every call: *.history)
     record(save, "commit.txt", commit())
