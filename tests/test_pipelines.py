@@ -62,11 +62,18 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
     with open(victim.path / "train.log", "a") as log:
         log.write('2026-01-01 00:00:00 | INFO | train_inner | {"epoch": 1, "num_updates": "5"}\n')
     assert train_log.last_num_updates(victim.path / "train.log") == 5
+    # ... and it was stopped while fairseq copied its save checkpoint_1_3.pt over checkpoint_last.pt: the runner
+    # resumes from the whole save and keeps the cut-off file aside
+    whole = victim.checkpoint.read_bytes()
+    (victim.path / "checkpoint_1_3.pt").write_bytes(whole)
+    victim.checkpoint.write_bytes(whole[: len(whole) // 3])
 
     said = []
     results = sweep.run_sweep(path, out, jobs=2, cpu=True, threads=1, echo=said.append)
     assert [r["status"] for r in results] == ["done"] * 4, said
     assert any("scan/trafo/seed2 (resuming after update 3)" in s for s in said)
+    assert any(s.startswith("repair scan/trafo/seed2: ") and "checkpoint_1_3.pt (update 3)" in s for s in said), said
+    assert (victim.path / "checkpoint_last.pt.incomplete").read_bytes() == whole[: len(whole) // 3]
     for r in runs:
         done = json.loads((r.path / "done.json").read_text())
         assert done["num_updates"] == 6 and done["seed"] == r.seed

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import pid_alive
-from fairseq_compgen.pipelines.train import checkpoint_updates
+from fairseq_compgen.pipelines.train import checkpoint_updates, repair_last
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
@@ -159,6 +159,9 @@ class Runner:
             tmp.replace(settings)
         # Where the resumed run starts: the checkpoint's update, not the log's last (a run stopped between two
         # saves logged updates that its checkpoint does not hold; those are trained again).
+        repaired = repair_last(run.path)  # a checkpoint_last.pt cut off mid-copy by the stop of an earlier call
+        if repaired:
+            self.echo(f"repair {run.name}: {repaired}")
         start = checkpoint_updates(run.checkpoint) if run.checkpoint.exists() else None
         self.echo(f"train  {run.name}" + (f" (resuming after update {start})" if start else ""))
         rc = self._call(run.train_command(), run.path / "train.log", env, lock_fd)

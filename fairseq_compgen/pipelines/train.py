@@ -229,7 +229,9 @@ def repair_last(save: Path) -> Optional[str]:
     checkpoint_last.pt in place: a run stopped during that copy (a session's end, a GPU slice's timeout) leaves
     checkpoint_last.pt cut off, and fairseq-train cannot resume from it. When checkpoint_last.pt cannot be read and a
     save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete and the newest readable save is
-    copied to checkpoint_last.pt through a temporary name. Returns what was done (one line), or None."""
+    copied to checkpoint_last.pt through a temporary name. Returns what was done (one line), or None. The sweep runner
+    does this in its own run folders before resuming a run (unattended: a campaign, a GPU slice); `fairseq-compgen
+    train` on a user's folder instead names the readable checkpoint and the `cp` (tasks/checkpoint_guard.py)."""
     import shutil
 
     from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError
@@ -439,9 +441,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
     hold_lock(save)
-    repaired = repair_last(save)
-    if repaired:
-        print(f"fairseq-compgen train: {repaired}", file=sys.stderr)
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))  # (every call: *.history)
     record(save, "commit.txt", commit())
