@@ -72,6 +72,7 @@ cd "$STATE"
 "$PY" -c "import fairseq_compgen, sys; p = fairseq_compgen.__file__; sys.exit(0 if p.startswith('$TREE/') else
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
+RECORDS=$("$PY" -c "from fairseq_compgen.pipelines.runner import RECORDS; print(*RECORDS)")
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
 prep_once() {
   local out="" prev=""
@@ -96,10 +97,11 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
     fi
     if [ ! -f "$dest/done.json" ]; then  # else copied by a campaign stopped before its commit: commit it now
       mkdir -p "$dest.tmp/eval"
-      cp "$d"/{done.json,command.txt,launch.txt,commit.txt,machine.txt,settings.json,train.log} "$dest.tmp/"
+      cp "$d"/done.json "$dest.tmp/"
       cp "$d"/eval/*.json "$dest.tmp/eval/"
-      # every invocation of a resumed run (each commit it trained at, each command and machine): the *.history files
-      for f in data.json options_changed.txt {command,launch,commit,machine,data}.history; do
+      # the run's records (runner.RECORDS: settings, command, launch, commit, machine, data, train.log, and every
+      # invocation of a resumed run in the *.history files), those it has
+      for f in $RECORDS; do
         if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi
       done
       data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
