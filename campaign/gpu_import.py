@@ -116,7 +116,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", nargs="+", type=Path, help="a one-shot's results.tar.gz, or the folder it unpacks to")
     p.add_argument("--repo", type=Path, default=REPO, help="the repository to record them in (default: this one)")
-    p.add_argument("--queue", type=Path, nargs="+", help="the campaign's queue files (default: REPO/campaign/queue*.txt)")
+    p.add_argument("--queue", type=Path, nargs="+",
+                   help="the campaign's queue files (default: REPO/campaign/queue*.txt)")
     a = p.parse_args(argv)
     sweeps, refused = campaign_sweeps(a.queue or sorted((a.repo / "campaign").glob("queue*.txt"))), 0
     with tempfile.TemporaryDirectory() as scratch:

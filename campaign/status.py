@@ -7,8 +7,8 @@ training time still to come, estimated from the recorded runs.
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
-campaign commits it right after copying it), or in results/campaign_gpu/ (finished on a lent GPU, gpu_import.py); under way when its folder in STATE/runs/ has a train.log but no
-done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
+campaign commits it right after copying it), or in results/campaign_gpu/ (finished on a lent GPU, gpu_import.py);
+under way when its folder in STATE/runs/ has a train.log but no done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
 The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
 evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
 dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
