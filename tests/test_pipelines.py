@@ -271,6 +271,8 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     ([0.57, 0.58], "0.637", 1, "outside"),
     ([0.70, 0.80], "78.4", 100, "inside"),  # --scale 100: the band is 5 points
     ([0.97, 0.98], "median 91.0", 100, ""),  # not a number: no verdict
+    ([0.998, 0.999], "99.8 ± 0.1", 1, "not compared: the paper's value is in percent, ours a fraction: --scale 100"),
+    ([26.28, 26.32], "26.3", 1, "inside"),  # BLEU: both above 1, no percent mix-up
 ])
 def test_verdict_against_the_papers_band(values, paper, scale, expected):
     cell = aggregate.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))

@@ -278,13 +278,17 @@ def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> s
     """Whether our mean lies inside the paper's band: within 2 of the paper's standard deviations
     ("0.30 ± 0.02"), at least half a unit of its last printed digit (so "1.00 ± 0.00" accepts [0.995, 1.005]); or
     within 0.05 (times `scale`, the paper's units) where it gives a single value ("0.637"). "" when there is nothing
-    to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0")."""
+    to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0"). A paper value
+    above 1 against our fractions at scale 1 ("99.8 ± 0.1" against 0.834: the paper's percent) is not compared:
+    the verdict says to pass --scale 100 instead of "outside" for any value of ours."""
     if cell is None or not cell.n or paper is None:
         return ""
     m = _PAPER.match(str(paper))
     if not m:
         return ""
     value, decimals, std = float(m.group(1)), len(m.group(2) or ""), m.group(3)
+    if scale == 1 and value > 1 and 0 <= cell.mean <= 1:
+        return "not compared: the paper's value is in percent, ours a fraction: --scale 100"
     band = max(2 * float(std), 0.5 * 10 ** -decimals) if std is not None else 0.05 * scale
     return "inside" if abs(cell.mean * scale - value) <= band + 1e-12 else "outside"
 
