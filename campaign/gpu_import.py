@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         for i, source in enumerate(a.results):
             if source.is_dir():
                 tree = source
-            elif tarfile.is_tarfile(source):
+            elif source.is_file() and tarfile.is_tarfile(source):
                 tree = Path(scratch) / str(i)
                 with tarfile.open(source) as tar:
                     tar.extractall(tree, filter="data")
@@ -132,7 +132,10 @@ def main(argv=None) -> int:
                 print(f"gpu_import: {source}: expected a one-shot's results.tar.gz or its unpacked folder",
                       file=sys.stderr)
                 return 2
-            for rel, run in finished_runs(tree):
+            finished = list(finished_runs(tree))
+            if not finished:
+                print(f"gpu_import: {source}: no finished run (<sweep>/<dataset>/<config>/seedK/done.json) in it")
+            for rel, run in finished:
                 if (a.repo / CPU / rel / DONE).is_file() or (a.repo / GPU / rel / DONE).is_file():
                     print(f"gpu_import: {rel}: already recorded, skipped")
                     continue
