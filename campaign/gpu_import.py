@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fairseq_compgen.pipelines.runner import DONE, RECORDS  # noqa: E402
+from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
+from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
@@ -37,13 +38,7 @@ CPU = Path("results") / "campaign"
 
 def campaign_sweeps(queues) -> set:
     """The names of the sweeps that the queue files run."""
-    names = set()
-    for queue in queues:
-        for line in queue.read_text().splitlines():
-            words = line.split()
-            if words and not line.startswith("#") and words[0] != "prep":
-                names.add(Path(words[0]).stem)
-    return names
+    return {Path(sweep_file).stem for queue in queues for _, sweep_file, _ in steps(queue)}
 
 
 def finished_runs(tree: Path):
@@ -69,9 +64,10 @@ def refusal(repo: Path, rel: str, run: Path, sweeps: set):
     """Why this finished GPU run cannot be recorded, or None."""
     if rel.split("/")[0] not in sweeps:
         return f"{rel}: not a run of a campaign sweep (the queues name {', '.join(sorted(sweeps))})"
-    commit = (run / "commit.txt").read_text().strip() if (run / "commit.txt").is_file() else "unknown"
-    if not commit or commit.endswith(" dirty") or commit.startswith("unknown"):
-        return f"{rel}: trained on {commit or 'an unrecorded commit'}, not a clean commit"
+    commits = trained_at(run)  # every commit a resumed run trained at, not only its first
+    unclean = [c for c in commits if c.endswith(" dirty") or c.startswith("unknown")]
+    if not commits or unclean:
+        return f"{rel}: trained on {unclean[0] if unclean else 'an unrecorded commit'}, not a clean commit"
     mine, theirs = data_hashes(run), cpu_data(repo, rel)
     if mine is None:
         return f"{rel}: no data.sha256 (a one-shot older than campaign/gpu_import.py): its data cannot be checked"
