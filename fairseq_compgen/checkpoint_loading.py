@@ -106,6 +106,37 @@ def load(f, name=None, map_location="cpu"):
         raise UntrustedCheckpointError(name, _refused_type(str(e))) from None
 
 
+def stored_updates(path) -> int:
+    """The update count a fairseq checkpoint stores (state["optimizer_history"][-1]["num_updates"]), read with
+    :func:`load`: UntrustedCheckpointError for a disallowed type, any other exception when it cannot be read."""
+    return int(load(path)["optimizer_history"][-1]["num_updates"])
+
+
+def newest_readable(folder, exclude=None):
+    """The checkpoint of FOLDER (checkpoint*.pt, other than EXCLUDE) to resume from when its checkpoint_last.pt
+    cannot be read: the readable one at the highest stored update (ties: the first by name, so a numbered save
+    before checkpoint_best.pt), read with :func:`load`. Ranked by
+    the update it stores, not by file time (a copy or `touch` changes the time, not the training). Returns
+    (path or None, its update or None, [(path, type) of each file refused as unsafe: never the one chosen])."""
+    import glob
+
+    skip = os.path.abspath(exclude) if exclude is not None else None
+    readable, refused = [], []
+    for other in sorted(glob.glob(os.path.join(os.fspath(folder), "checkpoint*.pt"))):
+        if os.path.abspath(other) == skip:
+            continue
+        try:
+            readable.append((stored_updates(other), other))
+        except UntrustedCheckpointError as refusal:
+            refused.append((other, refusal.type))
+        except Exception:  # noqa: BLE001 (cut off, not a checkpoint: not one to resume from)
+            continue
+    if not readable:
+        return None, None, refused
+    updates = max(u for u, _ in readable)
+    return min(p for u, p in readable if u == updates), updates, refused
+
+
 class _TorchReadingSafely:
     """The `torch` module as fairseq.checkpoint_utils sees it during one load_checkpoint_to_cpu call: `load` is
     :func:`load` (naming `path` in errors); every other attribute is torch's."""

@@ -2,6 +2,7 @@
 fairseq-train options (or say --resume-with-other-options, which is recorded), and the aggregator refuses to pool
 runs of one dataset trained on different data, also within one folder."""
 import json
+import os
 import shutil
 import subprocess
 
@@ -171,3 +172,26 @@ def test_a_checkpoint_last_cut_off_mid_copy_is_replaced_by_the_newest_whole_save
     # unreadable, not "untrusted" (checkpoint_updates lets that through): torch read some cut-off zips as legacy
     # pickles and met bytes that are no type at all (gpu_oneshot's test, 2026-11-26)
     assert train.checkpoint_updates(tmp_path / "checkpoint_last.pt") is None
+
+
+def test_the_runner_repair_and_the_train_guard_name_the_same_checkpoint(tmp_path):
+    """One rule for "the checkpoint to resume from" (checkpoint_loading.newest_readable): the highest stored update,
+    not the newest file time; a numbered save before checkpoint_best.pt at the same update. The sweep runner copies
+    it (train.repair_last); `fairseq-train`/`fairseq-compgen train` on a user's folder names it in its refusal."""
+    import torch
+
+    from fairseq_compgen.checkpoint_loading import newest_readable
+    from fairseq_compgen.tasks.checkpoint_guard import _load
+
+    for name, updates in (("checkpoint_2_30.pt", 30), ("checkpoint_best.pt", 30), ("checkpoint_1_10.pt", 10)):
+        torch.save({"optimizer_history": [{"num_updates": updates}]}, tmp_path / name)
+    (tmp_path / "checkpoint_9_90.pt").write_bytes(b"PK\x03\x04 cut off")  # unreadable: never chosen
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"PK\x03\x04 cut off too")
+    os.utime(tmp_path / "checkpoint_1_10.pt", (2_000_000_000, 2_000_000_000))  # the newest file time, update 10
+    last = tmp_path / "checkpoint_last.pt"
+    assert newest_readable(tmp_path, exclude=last) == (str(tmp_path / "checkpoint_2_30.pt"), 30, [])
+    with pytest.raises(UsageError) as e:
+        _load(str(last))
+    assert f"cp {tmp_path / 'checkpoint_2_30.pt'} {last}" in str(e.value), e.value
+    assert "copy of checkpoint_2_30.pt (update 30)" in train.repair_last(tmp_path)
+    assert newest_readable(tmp_path / "none", exclude=None) == (None, None, [])

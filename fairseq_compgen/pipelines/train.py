@@ -213,11 +213,10 @@ def checkpoint_updates(ckpt: Path) -> Optional[int]:
     """The update count stored in a fairseq checkpoint; None when it cannot be read (absent, incomplete, not one).
     Read with the safe loader (checkpoint_loading.py): a checkpoint holding a disallowed type is refused, in one
     line."""
-    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, stored_updates
 
     try:
-        state = load(ckpt)
-        return int(state["optimizer_history"][-1]["num_updates"])
+        return stored_updates(ckpt)
     except UntrustedCheckpointError:
         raise
     except Exception:
@@ -228,28 +227,25 @@ def repair_last(save: Path) -> Optional[str]:
     """fairseq writes each save whole as checkpoint_E_U.pt (through a temporary name), then copies it over
     checkpoint_last.pt in place: a run stopped during that copy (a session's end, a GPU slice's timeout) leaves
     checkpoint_last.pt cut off, and fairseq-train cannot resume from it. When checkpoint_last.pt cannot be read and a
-    save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete and the newest readable save is
-    copied to checkpoint_last.pt through a temporary name. Returns what was done (one line), or None. The sweep runner
-    does this in its own run folders before resuming a run (unattended: a campaign, a GPU slice); `fairseq-compgen
-    train` on a user's folder instead names the readable checkpoint and the `cp` (tasks/checkpoint_guard.py)."""
+    save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete and the newest readable save (by
+    the update it stores: checkpoint_loading.newest_readable) is copied to checkpoint_last.pt through a temporary
+    name. Returns what was done (one line), or None. The sweep runner does this in its own run folders before
+    resuming a run (unattended: a campaign, a GPU slice); `fairseq-compgen train` on a user's folder instead names
+    the same checkpoint and the `cp` (tasks/checkpoint_guard.py)."""
     import shutil
 
-    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError
-
-    def updates(path):  # a file the safe loader refuses is not this function's to replace or to resume from
-        try:
-            return checkpoint_updates(path)
-        except UntrustedCheckpointError:
-            return "refused"
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, newest_readable
 
     last = save / "checkpoint_last.pt"
-    if not last.is_file() or updates(last) is not None:
+    try:
+        if not last.is_file() or checkpoint_updates(last) is not None:
+            return None
+    except UntrustedCheckpointError:  # a file the safe loader refuses is not this function's to replace
         return None
-    files = list(save.glob("checkpoint_*_*.pt")) + list(save.glob("checkpoint[0-9]*.pt"))  # _E_U.pt, E.pt
-    saves = sorted((u, p.name, p) for u, p in ((updates(p), p) for p in files) if isinstance(u, int))
-    if not saves:
+    newest, at, _ = newest_readable(save, exclude=last)  # refused files are never chosen
+    if newest is None:
         return None
-    at, _, newest = saves[-1]
+    newest = Path(newest)
     last.replace(save / "checkpoint_last.pt.incomplete")
     shutil.copyfile(newest, save / "checkpoint_last.pt.tmp")
     (save / "checkpoint_last.pt.tmp").replace(last)

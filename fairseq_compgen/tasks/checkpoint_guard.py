@@ -13,19 +13,18 @@ Two silent wrong results this module prevents:
   `--finetune-from-model PATH` in a new `--save-dir`.
 
 A checkpoint that cannot be read at all (truncated by a crash or a full disk) is named, with the newest readable
-checkpoint beside it, instead of fairseq's zip-archive traceback (a neighbour holding a disallowed type is named as
+checkpoint beside it (the highest stored update), instead of fairseq's zip-archive traceback (a neighbour holding a disallowed type is named as
 refused, never recommended); one that holds a type no fairseq checkpoint holds (code that unpickling would run) is
 refused by the safe loader (checkpoint_loading.py); one whose weights are NaN/Inf (saved after training diverged) is
 refused (tasks/divergence.py).
 """
 import argparse
 import copy
-import glob
 import hashlib
 import os
 from typing import Optional
 
-from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load
+from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load, newest_readable
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks.divergence import check_weights
 
@@ -49,30 +48,19 @@ def _model_flags(model_cls) -> list:
 
 def _load(path: str) -> dict:
     """The checkpoint, read with the safe loader (checkpoint_loading.py). One that holds a disallowed type is
-    refused as such; one that cannot be read is named with the newest readable checkpoint beside it. The
-    neighbours are read with the same safe loader, and one refused for its types is never the one recommended."""
+    refused as such; one that cannot be read is named with the newest readable checkpoint beside it (by the update
+    it stores: checkpoint_loading.newest_readable, which the sweep runner's repair uses too). The neighbours are read
+    with the same safe loader, and one refused for its types is never the one recommended."""
     try:
         return load(path)
     except UntrustedCheckpointError:
         raise
     except Exception as e:  # noqa: BLE001 (any failure to read is reported the same way)
-        folder = os.path.dirname(path) or "."
-        readable, refused = None, []
-        for other in sorted(glob.glob(os.path.join(folder, "checkpoint*.pt")), key=os.path.getmtime, reverse=True):
-            if os.path.abspath(other) == os.path.abspath(path):
-                continue
-            try:
-                load(other)
-                readable = other
-                break
-            except UntrustedCheckpointError as refusal:
-                refused.append(f"{other} (holds {refusal.type})")
-            except Exception:  # noqa: BLE001
-                continue
+        readable, _, refused = newest_readable(os.path.dirname(path) or ".", exclude=path)
         beside = (f"to resume from the newest readable checkpoint beside it: cp {readable} {path}" if readable else
                   f"no readable checkpoint beside it: remove {path} to train from scratch")
         if refused:
-            beside += f" (refused as unsafe, not to be used: {', '.join(refused)})"
+            beside += f" (refused as unsafe, not to be used: {', '.join(f'{p} (holds {t})' for p, t in refused)})"
         raise UsageError(f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                          f"{beside}") from None
 
