@@ -113,6 +113,26 @@ def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
     assert aggregate.commit_text({"commit": a, "dirty": False}) == "aaaaaaa"  # an older done.json
     assert aggregate.commit_text({}) == "unknown"
     assert trained_at(tmp_path / "absent") == []
+    # a restart from scratch at b (no checkpoint: train.record rewrote commit.txt) after a start at a that saved
+    # nothing: only b's training is kept, and done.json's "commit" (the first) names b, not the discarded a
+    (tmp_path / "commit.txt").write_text(b + "\n")
+    (tmp_path / "commit.history").write_text(f"2026-11-25T02:31:13+00:00 {a}\n2026-11-25T02:52:33+00:00 {b}\n"
+                                             f"2026-11-25T03:36:55+00:00 {a}\n")
+    assert trained_at(tmp_path) == [b, a]
+
+
+def test_commit_txt_names_the_start_of_the_kept_training(tmp_path):
+    """train.record's rule that trained_at relies on: commit.txt is rewritten by a call that finds no checkpoint
+    (a start or a restart from scratch) and kept by a resuming call; every call is in commit.history."""
+    from fairseq_compgen.pipelines.runner import trained_at
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    train.record(tmp_path, "commit.txt", a)  # started at a, stopped before any checkpoint
+    train.record(tmp_path, "commit.txt", b)  # restarted from scratch at b
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"saved")
+    train.record(tmp_path, "commit.txt", c)  # resumed at c
+    assert (tmp_path / "commit.txt").read_text() == b + "\n"
+    assert trained_at(tmp_path) == [b, c]
 
 
 def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_path, monkeypatch):

@@ -214,15 +214,22 @@ class Runner:
 
 
 def trained_at(save: Path) -> List[str]:
-    """Every commit a run trained at, in order and once each ("SHA" or "SHA dirty"): a resumed run may have
-    continued at later commits. From SAVE/commit.history (one dated line per `fairseq-compgen train` call, train.py),
-    else SAVE/commit.txt (the first call's)."""
-    history, first = save / "commit.history", save / "commit.txt"
+    """Every commit the run's kept training ran at, in order and once each ("SHA" or "SHA dirty"): a resumed run may
+    have continued at later commits. From SAVE/commit.history (one dated line per `fairseq-compgen train` call,
+    train.py), from the first line at SAVE/commit.txt's commit on: `train.record` rewrites commit.txt at every call
+    that finds no checkpoint, so it names the commit at which the kept training started, and the calls before a
+    restart from scratch (their training discarded) are left out; where one commit started both, what ran between
+    them stays in (never fewer commits than trained). Else SAVE/commit.txt alone (runs before commit.history)."""
+    history, start = save / "commit.history", save / "commit.txt"
+    first = start.read_text().splitlines()[:1] if start.is_file() else []
     if history.is_file():
-        lines = [line.split(maxsplit=1)[1] for line in history.read_text().splitlines() if len(line.split()) > 1]
+        lines = [line.split(maxsplit=1)[1].strip() for line in history.read_text().splitlines()
+                 if len(line.split()) > 1]
+        if first and first[0].strip() in lines:
+            lines = lines[lines.index(first[0].strip()):]
     else:
-        lines = first.read_text().splitlines()[:1] if first.is_file() else []
-    return list(dict.fromkeys(line.strip() for line in lines))
+        lines = [line.strip() for line in first]
+    return list(dict.fromkeys(lines))
 
 
 def _write_holder(fd: int, pgid: Optional[int]) -> None:
