@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairseq_compgen.pipelines import aggregate, runner, sweep, train_log
+from fairseq_compgen.pipelines import aggregate, runner, sweep, train, train_log
 from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +123,8 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         done = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "done.json").read_text())
         assert float(row["gen"]) == done["accuracy"]["gen"] and row["updates"] == "6"
         assert row["commit"] == (done["commit"] or "")[:7] + (" dirty" if done["dirty"] else "")
+        data = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "data.json").read_text())
+        assert row["data"] == train.same_data_key(data)[:12]  # the data files' hash pooling compares
         machine = json.loads((out / "scan" / row["configuration"] / f"seed{row['seed']}" / "machine.txt").read_text())
         assert row["machine"].startswith(machine["host"] + ": ") and row["machine"].endswith(", 1 threads, no GPU")
         log = out / "scan" / row["configuration"] / f"seed{row['seed']}" / "train.log"

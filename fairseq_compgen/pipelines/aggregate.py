@@ -374,7 +374,9 @@ def _machine_text(machine: Optional[dict]) -> str:
 def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[dict]:
     """One row per run that contributed to `cells` (collect's; so a run left out there is left out here): dataset,
     config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log),
-    evaluation seconds (done.json), commit, machine (machine.txt; "not recorded" for runs made before it was)."""
+    evaluation seconds (done.json), commit, data (the first 12 hex digits of `train.same_data_key` of its data.json:
+    the data files' hash that pooling compares, so one dataset's runs show one value; "not recorded" for runs made
+    before data.json), machine (machine.txt; "not recorded" for runs made before it was)."""
     rows = []
     for r in runs:
         values = {s: c.values[r["seed"]] for (d, s, cfg), c in cells.items()
@@ -388,7 +390,7 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
             "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
             "eval_s": done.get("eval_s"),
-            "commit": commit_text(done),
+            "commit": commit_text(done), "data": (data_sha256(r) or "not recorded")[:12],
             "machine": _machine_text(json.loads(machine.read_text()) if machine.is_file() else None),
         })
     return rows
@@ -402,10 +404,10 @@ def commit_text(done: dict) -> str:
 
 
 def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, digits: int = 2) -> str:
-    """The per-run table (run_rows) as markdown: every seed's values beside its cost, commit and machine."""
+    """The per-run table (run_rows) as markdown: every seed's values beside its cost, commit, data and machine."""
     subsets = _order([s for row in rows for s in row["values"]])
     header = ["dataset", "configuration", "seed", *(f"{s} {metric}" for s in subsets), "updates",
-              "train wall (min)", "eval (s)", "commit", "machine"]
+              "train wall (min)", "eval (s)", "commit", "data", "machine"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in rows:
         values = [f"{scale * row['values'][s]:.{digits}f}" if s in row["values"] else "" for s in subsets]
@@ -414,7 +416,7 @@ def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, di
             _label(spec, "datasets", row["dataset"]), _label(spec, "configurations", row["config"]), str(row["seed"]),
             *values, f"{row['updates']:,}" if row["updates"] is not None else "",
             f"{wall / 60:.1f}" if wall is not None else "", "" if row["eval_s"] is None else f"{row['eval_s']:.0f}",
-            row["commit"], row["machine"]]) + " |")
+            row["commit"], row["data"], row["machine"]]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -423,11 +425,12 @@ def write_runs_csv(path, rows: List[dict], metric: str) -> None:
     with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
         w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "eval_s",
-                    "commit", "machine"])
+                    "commit", "data", "machine"])
         for row in rows:
             w.writerow([row["dataset"], row["config"], row["seed"], metric,
                         *(repr(row["values"][s]) if s in row["values"] else "" for s in subsets),
-                        row["updates"], row["train_wall_s"], row["eval_s"], row["commit"], row["machine"]])
+                        row["updates"], row["train_wall_s"], row["eval_s"], row["commit"], row["data"],
+                        row["machine"]])
 
 
 # what --export keeps of a run: its records and results, not its checkpoints
