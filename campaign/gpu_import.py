@@ -13,8 +13,8 @@ seed: `fairseq-compgen aggregate results/campaign/<sweep> results/campaign_gpu/<
 treats a run recorded here as done, as one under results/campaign/.
 
 Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
-clean commit ("dirty" or "unknown" in commit.txt), a run whose data differs from the CPU runs' of the same sweep and
-dataset (data.sha256), a run not of a campaign sweep. Skipped: a run already recorded (under results/campaign/ or
+clean commit ("dirty" or "unknown" in commit.txt), a run whose data files differ from the CPU runs' of the same sweep
+and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already recorded (under results/campaign/ or
 here). A CPU lane training the same run meanwhile is not stopped; its result is not recorded when it finishes.
 """
 import argparse
@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
+from fairseq_compgen.pipelines.train import NOT_DATA  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
@@ -47,16 +48,22 @@ def finished_runs(tree: Path):
         yield done.parent.relative_to(tree).as_posix(), done.parent
 
 
-def data_hashes(run: Path):
-    path = run / "data.sha256"
-    return path.read_text() if path.is_file() else None
+def data_hashes(path: Path):
+    """{file: sha256} of a data.sha256 (sha256sum's lines), without the files that are not data (train.NOT_DATA:
+    fairseq-preprocess's log, which holds the folder's path and differs wherever the same data is prepared), as
+    `fairseq-compgen aggregate` compares runs' data; None when absent."""
+    if not path.is_file():
+        return None
+    hashes = dict(reversed(line.split(maxsplit=1)) for line in path.read_text().splitlines() if line.strip())
+    return {name.strip(): h for name, h in hashes.items() if name.strip() not in NOT_DATA}
 
 
 def cpu_data(repo: Path, rel: str):
-    """data.sha256 of a CPU run of the same sweep and dataset, if any (they all trained on one data folder)."""
+    """The data hashes (data_hashes) of a CPU run of the same sweep and dataset, if any (they all trained on one
+    data folder's files, prepared again on each new machine)."""
     sweep, dataset = rel.split("/")[:2]
     for path in sorted((repo / CPU / sweep / dataset).glob("*/seed*/data.sha256")):
-        return path.read_text()
+        return data_hashes(path)
     return None
 
 
@@ -68,7 +75,7 @@ def refusal(repo: Path, rel: str, run: Path, sweeps: set):
     unclean = [c for c in commits if c.endswith(" dirty") or c.startswith("unknown")]
     if not commits or unclean:
         return f"{rel}: trained on {unclean[0] if unclean else 'an unrecorded commit'}, not a clean commit"
-    mine, theirs = data_hashes(run), cpu_data(repo, rel)
+    mine, theirs = data_hashes(run / "data.sha256"), cpu_data(repo, rel)
     if mine is None:
         return f"{rel}: no data.sha256 (a one-shot older than campaign/gpu_import.py): its data cannot be checked"
     if theirs is not None and mine != theirs:

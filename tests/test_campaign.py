@@ -405,6 +405,14 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     p = subprocess.run(importer[:2] + [str(tree)] + importer[3:],
                        capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert "its data (data.sha256) differs from the CPU runs' of tiny/scan" in p.stderr
+    # fairseq-preprocess's log (it names the folder's path) is not data: the same data prepared on the GPU machine
+    # is recorded, as the aggregator pools such runs
+    data = "".join(line for line in hashes.splitlines(keepends=True) if not line.rstrip().endswith("preprocess.log"))
+    (tree / "tiny" / "scan" / "rel_uni" / "seed1" / "data.sha256").write_text(data + f"{'e' * 64}  preprocess.log\n")
+    p = subprocess.run(importer[:2] + [str(tree)] + importer[3:],
+                       capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert "Campaign (lent GPU): tiny/scan/rel_uni/seed1 finished" in p.stdout, p.stdout + p.stderr
+    assert "tiny/scan/rel_uni/seed1: its data" not in p.stderr
     _git(repo, "checkout", "-q", "--", "results")
 
     # the lanes skip it: seed 1 is not trained (seed 2 is)
