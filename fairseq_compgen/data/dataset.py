@@ -128,9 +128,10 @@ class Dataset:
 def parser(name: str, doc: str, dataset: Dataset) -> argparse.ArgumentParser:
     """`fairseq-compgen prep NAME`'s parser: ``--out``, the dataset's options, the common options."""
     from fairseq_compgen.data.binarize import add_common_args
-    from fairseq_compgen.prep import argument_parser
 
-    p = argument_parser(name, doc)
+    # --help shows the module docstring's first paragraph as written
+    p = argparse.ArgumentParser(prog=f"fairseq-compgen prep {name}", description=doc.strip().split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     if dataset.urls:
         p.epilog = "downloaded (without a local copy) from:\n  " + "\n  ".join(dataset.urls)
     if dataset.shared_options:

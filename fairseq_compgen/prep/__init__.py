@@ -99,12 +99,6 @@ def description(name: str) -> str:
     return summary(declares_dataset(path) or "")
 
 
-def argument_parser(name: str, doc: str) -> argparse.ArgumentParser:
-    """The parser of `fairseq-compgen prep NAME` (``doc``: the module's docstring; --help shows its first paragraph)."""
-    return argparse.ArgumentParser(prog=f"fairseq-compgen prep {name}", description=doc.strip().split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
 class OneFileDataset:
     """A one-file dataset module seen as a prep module: ``main(argv)`` prepares it."""
 
