@@ -11,20 +11,24 @@ campaign commits it right after copying it), or in results/campaign_gpu/ (finish
 under way when its folder in STATE/runs/ has a train.log but no done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
 The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
 evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
-dataset; a run under way counts whole; runs with neither are counted apart. Times were measured
+dataset; a run under way counts whole; a run under way with neither, its own pace so far extrapolated to its
+budget (extrapolated_hours); runs with none of these are counted apart. Times were measured
 on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
 changes nothing.
 """
 import argparse
+import shlex
 import statistics
 import sys
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fairseq_compgen.pipelines import sweep  # noqa: E402
-from fairseq_compgen.pipelines.train_log import last_num_updates, train_wall  # noqa: E402
+from fairseq_compgen.pipelines.train import last  # noqa: E402
+from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_wall  # noqa: E402
 
 
 def recorded_hours(results: Path):
@@ -38,6 +42,25 @@ def recorded_hours(results: Path):
         by_config.setdefault((sweep_name, dataset, config), []).append(seconds / 3600)
         by_dataset.setdefault((sweep_name, dataset), []).append(seconds / 3600)
     return by_config, by_dataset
+
+
+def extrapolated_hours(folder: Path) -> Optional[float]:
+    """A run under way that has no recorded run like it: its training hours so far (train_wall, to its last epoch
+    summary) over the part of its budget they covered (that summary's epoch of --max-epoch, or its updates of
+    --max-update, whichever is further: fairseq stops at the first), from its command.txt; None without both."""
+    command, log = folder / "command.txt", folder / "train.log"
+    if not command.is_file():
+        return None
+    words = shlex.split(command.read_text().splitlines()[0])
+    max_epoch, max_update = last(words, "--max-epoch"), last(words, "--max-update")
+    summaries = [r for r in read_records(log) if r.kind == "train" and r.stats.get("wall") is not None]
+    seconds = train_wall(log)
+    if not summaries or not seconds:
+        return None
+    final = summaries[-1]
+    parts = [final.epoch / int(max_epoch) if max_epoch not in (None, "0") and final.epoch else 0,
+             final.num_updates / int(max_update) if max_update not in (None, "0") and final.num_updates else 0]
+    return seconds / 3600 / max(parts) if max(parts) > 0 else None
 
 
 def steps(queue: Path):
@@ -88,6 +111,8 @@ def main(argv=None) -> int:
                 if log.is_file():
                     going.append(f"{run.name} (update {last_num_updates(log) or 0:,})")
                     seen[key] = "under way"
+                    if cost[key] is None:  # nothing like it recorded: its own pace so far
+                        cost[key] = extrapolated_hours(log.parent)
                 elif carried.is_file():
                     going.append(f"{run.name} (carried, update {last_num_updates(carried) or 0:,})")
                     seen[key] = "under way"
@@ -106,7 +131,7 @@ def main(argv=None) -> int:
     todo = [cost[k] for k, v in seen.items() if v != "done"]
     known = [h for h in todo if h is not None]
     print(f"training time to come: about {sum(known):.1f} core-hours for {len(known)} runs at the median of the "
-          f"recorded runs like them; {len(todo) - len(known)} runs with none recorded to go by")
+          f"recorded runs like them (or their own pace so far); {len(todo) - len(known)} runs with none to go by")
     return 0
 
 

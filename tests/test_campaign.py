@@ -238,11 +238,13 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     """campaign/status.py: per queue step, the runs recorded under results/campaign (done), those with a train.log
     in the state folder (under way, with the last update it logged: 600 after a resume from a checkpoint below 700)
     or carried from another machine under results/campaign/_carry (under way, "carried"), and the rest; totals
-    over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed); a
-    missing queue file is one line and exit 2."""
+    over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed), or
+    for a run under way with nothing like it recorded, from its own pace (its command's --max-epoch, the last one
+    given); a missing queue file is one line and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
-                     "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n")
+                     "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n"
+                     "campaign/chaabouni_jump_curve.yaml jump/*/seed1\n")
     results, state = tmp_path / "results", tmp_path / "state"
     (results / "park_kim_scan26_5k/scan/lt/seed1").mkdir(parents=True)
     (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text("{}")
@@ -263,6 +265,17 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     carried.mkdir(parents=True)
     (carried / "train.log").write_text(
         '2026-11-25 12:00:00 | INFO | train_inner | {"epoch": 4, "update": 3.5, "loss": "0.9", "num_updates": "300"}\n')
+    # nothing of the Chaabouni sweep recorded: its Transformer, under way, at its own pace (0.5 h for 25 of its 250
+    # epochs: 5 h in all, the later, resumed invocation's summary counting); its SAG + T5 run, not begun, apart
+    chaabouni = state / "runs/chaabouni_jump_curve/jump/transformer/seed1"
+    chaabouni.mkdir(parents=True)
+    (chaabouni / "command.txt").write_text("fairseq-train DATA --max-epoch 100 --lr 5e-4 --max-epoch 250 --seed 1\n")
+    (chaabouni / "train.log").write_text(
+        '2026-11-25 08:20:00 | INFO | train | {"epoch": 20, "train_loss": "0.5", "train_num_updates": "1160", '
+        '"train_wall": "1440"}\n'
+        '# 2026-11-25T09:00:00 sweep: fairseq-train ... (resumed)\n'
+        '2026-11-25 09:06:00 | INFO | train | {"epoch": 25, "train_loss": "0.4", "train_num_updates": "1450", '
+        '"train_wall": "360"}\n')
     p = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(state),
                         "--results", str(results)], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -271,10 +284,13 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         "    3 campaign/park_kim_scan26_5k.yaml scan/*/seed1: 1/2 done; under way: scan/lt_l2_orth/seed1 (update 600)",
         "    4 campaign/park_kim_scan26_5k.yaml scan/*/seed2: 0/2 done; under way: scan/lt/seed2 (carried, update 300)"
         "; 1 left",
-        "distinct runs: 4; done 1, under way 2, left 1",
-        # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h
-        "training time to come: about 4.5 core-hours for 3 runs at the median of the recorded runs like them; "
-        "0 runs with none recorded to go by"]
+        "    5 campaign/chaabouni_jump_curve.yaml jump/*/seed1: 0/2 done; under way: jump/transformer/seed1 "
+        "(update 1,450); 1 left",
+        "distinct runs: 6; done 1, under way 3, left 2",
+        # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h;
+        # the Chaabouni Transformer 5 h (its own pace)
+        "training time to come: about 9.5 core-hours for 4 runs at the median of the recorded runs like them (or "
+        "their own pace so far); 1 runs with none to go by"]
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
