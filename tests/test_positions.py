@@ -74,9 +74,10 @@ def test_options_reach_the_module_and_defaults_apply():
 # ---- slow references ----------------------------------------------------------------------------------------
 def slow_attention(attn, x, pad, causal, logit_fn, positions=None):
     """Softmax attention written with loops over b, h, i, j; logit_fn(q_i, k_j, h, p_i, p_j, ctx) -> the logit
-    (float), p the positions of the tokens i and j: the r-th real token of an example (after its left padding) is at
-    positions[r] (default r; randomized positions: a sorted sample); ctx = dict(b=, q=[T, dh] and k=[T, dh] of head
-    h in example b, pad=[T], last=the position of the example's last token)."""
+    (float), p the positions of the tokens i and j: plain, the r-th real token of an example (after its left padding)
+    is at r; randomized (a sorted sample), the token in column c is at positions[c], whatever the padding
+    (positions/randomized.py); ctx = dict(b=, q=[T, dh] and k=[T, dh] of head h in example b, pad=[T], last=the
+    position of the example's last token)."""
     B, T, C = x.shape
     H, dh = attn.num_heads, attn.head_dim
     q = attn.q_proj(x).view(B, T, H, dh).double()
@@ -85,7 +86,7 @@ def slow_attention(attn, x, pad, causal, logit_fn, positions=None):
     out = torch.zeros(B, T, H, dh, dtype=torch.float64)
     for b in range(B):
         first = int(pad[b].long().sum())  # left padding
-        at = [i - first if positions is None or i < first else int(positions[i - first]) for i in range(T)]  # pads: < 0
+        at = [i - first if positions is None else int(positions[i]) for i in range(T)]  # plain pads: < 0, masked
         for h in range(H):
             for i in range(T):
                 ctx = dict(b=b, q=q[b, :, h], k=k[b, :, h], pad=pad[b], last=at[-1])
@@ -185,8 +186,8 @@ def test_encoding_matches_its_formula(name, causal, logit_fn, positions):
     logit_fn = lambda q, k, h, i, j, ctx: inner(q, k, h, i, j, dict(ctx, attn=attn))  # noqa: E731
     x = torch.randn(2, T, C)
     pad = torch.zeros(2, T, dtype=torch.bool)
-    if not causal and positions is None:
-        pad[1, :2] = True  # left padding in the encoder
+    if not causal:
+        pad[1, :2] = True  # left padding in the encoder (randomized: its real tokens at the sample's last 4)
     with torch.no_grad():
         fast = attn(x, key_padding_mask=pad, causal=causal, positions=positions)
         slow = slow_attention(attn, x, pad, causal, logit_fn, positions)
@@ -358,18 +359,19 @@ EMBEDDINGS = [("learned", "fairseq", lambda emb, p, d: emb.positions.table.weigh
 
 @pytest.mark.parametrize("name, scaling, position", EMBEDDINGS, ids=[f"{n}-{s}" for n, s, _ in EMBEDDINGS])
 def test_random_positions_reach_the_embedding(name, scaling, position):
-    """With randomized positions (Ruoss et al. 2023 §3) the n-th real token of a sentence gets the n-th sampled
-    position: its embedding is sqrt(d) E[w] + P(p_n), P the encoding's formula (or learned table)."""
+    """With randomized positions (Ruoss et al. 2023 §3) the token in column c gets the c-th sampled position, as in
+    every self-attention of the stack: its embedding is sqrt(d) E[w] + P(p_c), P the encoding's formula (or learned
+    table)."""
     from fairseq_compgen.modules.embedding import TokenEmbedding
 
     torch.manual_seed(0)
     d = 16
     emb = TokenEmbedding(10, d, PAD, scaling, 0.0, positions=name, position_options={"learned_max_positions": 20})
-    tokens = torch.tensor([[PAD, 5, 6, 5]])  # left padding: the real tokens are the 0th, 1st and 2nd
+    tokens = torch.tensor([[PAD, 5, 6, 5]])  # left padding: the real tokens are in columns 1, 2 and 3
     with torch.no_grad():
         got = emb(tokens, positions=SAMPLED)[0, 1:]
-        expected = torch.stack([math.sqrt(d) * emb.weight[w] + position(emb, int(SAMPLED[n]), d)
-                                for n, w in enumerate(tokens[0, 1:].tolist())])
+        expected = torch.stack([math.sqrt(d) * emb.weight[w] + position(emb, int(SAMPLED[c]), d)
+                                for c, w in enumerate(tokens[0].tolist()) if w != PAD])
         assert torch.allclose(got, expected, atol=1e-5)
         assert not torch.allclose(got, emb(tokens)[0, 1:], atol=1e-4)  # not the plain positions 0, 1, 2
 

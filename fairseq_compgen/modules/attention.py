@@ -139,13 +139,11 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         q_idx = torch.arange(start, start + Tq, device=query.device)  # [Tq] indices of the queries
         k_idx = torch.arange(Tk, device=query.device)  # [Tk]
         q_pos, k_pos = q_idx, k_idx  # positions the encoding sees
-        if positions is not None:  # e.g. randomized positions (positions/randomized.py): [T] increasing
-            q_pos, k_pos = positions[start:start + Tq], positions[:Tk]
+        if positions is not None:  # e.g. randomized positions (positions/randomized.py): [T] increasing, by column
+            q_pos, k_pos = positions[start:start + Tq], positions[:Tk]  # (as the embedding reads them)
         from_padding = self.key_positions_from_padding or getattr(self.scorer, "positions_from_padding", False)
-        if from_padding and key_padding_mask is not None:
+        if from_padding and key_padding_mask is not None and positions is None:
             k_pos = (~key_padding_mask).long().cumsum(1) - 1  # [B, Tk] (pads: -1 or earlier positions, masked)
-            if positions is not None:
-                k_pos = positions[k_pos.clamp(min=0)]  # [B, Tk]
             if is_self:  # per-example query positions as well (encoders whose bias is not shift-invariant)
                 q_pos = k_pos  # [B, Tq]
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]

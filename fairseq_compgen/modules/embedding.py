@@ -93,12 +93,14 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, tokens: Tensor, start: int = 0, positions: Optional[Tensor] = None) -> Tensor:
         """tokens [B, T] -> [B, T, dim]; `start` is the position of tokens[:, 0] during incremental decoding;
-        `positions` [>= T] replace 0, 1, ... (randomized positions: the n-th real token gets positions[n])."""
+        `positions` [>= T] replace 0, 1, ... by column (randomized positions: the token in column c gets
+        positions[c], as every self-attention of the stack reads them; positions/randomized.py)."""
         x = self.embed(tokens) * self.token_scale
         if self.positions is not None:
-            pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T]
-            if positions is not None:
-                pos = positions[pos]  # [B, T]
+            if positions is None:
+                pos = positions_from_padding(tokens, self.padding_idx, start)  # [B, T], from the first real token
+            else:
+                pos = positions[start:start + tokens.size(1)].expand_as(tokens)  # [B, T]
             p = self.positions(pos)  # [B, T, dim]
             if self.position_scale != 1.0:
                 p = self.position_scale * p

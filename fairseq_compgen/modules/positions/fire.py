@@ -19,7 +19,8 @@ encoder uses a symmetric form (our choice; the paper has no encoder): |i - j| no
 the example's number of real tokens, the farthest distance any query of that example can see (the paper's listing
 run unmasked would normalise by the query's own position i instead, giving the first tokens of a sentence a
 different scale than its last ones); positions count from the first real token (`positions_from_padding`), so left
-padding changes nothing.
+padding changes nothing. Under randomized positions (`--random-positions`) they are the sample's, read by column as
+every encoding reads them (positions/randomized.py), and n - 1 is the last column's sampled position.
 """
 from typing import Optional
 

@@ -7,6 +7,14 @@ longer test sequences were all seen in training. It changes the positions every 
 (absolute sinusoidal or learned, RoPE, ALiBi, FIRE, t5, txl, ...): the token embedding reads its positions from the
 sample, and every self-attention of the stack gets the same sample. Cross-attention keeps plain positions.
 
+By column: the token in column c gets positions[c], in the embedding and in every self-attention alike. A decoder
+row (padded on the right) thus takes the sample's first entries; an encoder row of L real tokens after `first` pads
+(fairseq pads sources on the left) takes its last L, positions[first:]. Plain positions instead count from each
+row's first real token (0..L-1), which only the shift-invariant encodings ignore; FIRE, whose normaliser is not, reads
+them per row. (Until 2026-11-26 the embedding and FIRE gave a padded row's n-th real token positions[n] under
+randomized positions, the other encodings positions[first + n]; no recorded run combined them: the one randomized
+preset, random_rope, has no absolute positions.)
+
 Deviation, stated plainly: we sample in training only and use 0..T-1 at evaluation. The authors sample at test
 time too (their code draws the subset in every forward pass, evaluation included, and they confirm it in
 google-deepmind/randomized_positional_encodings issue #1: "we also randomize at test time"), on models that emit
