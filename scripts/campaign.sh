@@ -31,6 +31,7 @@ cd "$REPO"
 dirty=$(git status --porcelain --untracked-files=no)
 for _ in 1 2 3 4 5 6; do  # changes under results/campaign/ alone: another lane committing a run this second
   if [ -z "$dirty" ] || grep -qv ' results/campaign/' <<< "$dirty"; then break; fi
+  echo "campaign: results/campaign/ has uncommitted changes (another lane committing a run?): waiting 5 s"
   sleep 5
   dirty=$(git status --porcelain --untracked-files=no)
 done

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -298,7 +297,7 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
 
 def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     """Changes under results/campaign/ alone are another lane committing a run: the campaign waits for them (up to
-    30 s) instead of refusing the tree; here the other lane's commit lands 2 s after the start."""
+    30 s) instead of refusing the tree; here the other lane's commit lands once the campaign says it waits."""
     repo, state, _ = _clone_with(tmp_path, {"campaign/empty_queue.txt": "# nothing to run but a blank line\n\n"})
     other = repo / "results" / "campaign" / "other_lane.txt"
     other.parent.mkdir(parents=True, exist_ok=True)
@@ -307,10 +306,11 @@ def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     env = {**os.environ, **GIT_ENV, "STATE": str(state), "PY": sys.executable, "QUEUE": "campaign/empty_queue.txt"}
     p = subprocess.Popen(["bash", "scripts/campaign.sh"], cwd=repo, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
+    first = p.stdout.readline()  # the campaign saw the other lane's staged files and waits for their commit
+    assert "results/campaign/ has uncommitted changes (another lane committing a run?): waiting" in first, first
     _git(repo, "commit", "-q", "-m", "the other lane's run", "--", str(other))
     out, err = p.communicate(timeout=120)
-    assert p.returncode == 0 and "queue finished" in out, out + err
+    assert p.returncode == 0 and "queue finished" in out, first + out + err
 
 
 def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_bin, tmp_path):
