@@ -136,6 +136,7 @@ def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):
     eos = task.target_dictionary.eos()
     net = sample["net_input"]
     ours = greedy_decode(model, net["src_tokens"], net["src_lengths"], 50, eos)  # [B, 50]
+    assert len(hyps) == ours.size(0) == net["src_tokens"].size(0) > 1  # every sentence of the batch compared
     for b, h in enumerate(hyps):
         theirs = h[0]["tokens"].tolist()[:-1]  # fairseq ends every hypothesis with EOS (forced at max length)
         mine = ours[b].tolist()

@@ -305,6 +305,8 @@ COMBOS = [(a, {}) for a in NEW_PRESETS] + [
     ("alibi_transformer_scan", dict(copy_decoder=True, cross_attn_pos="rel-eb")),
     ("xpos_transformer_scan", dict(universal=True, absolute_positions="learned")),
     ("fire_transformer_scan", dict(universal=True, copy_decoder=True, decoder_sag_init=1.0)),
+    # random_positions: the combination builds and decodes; decoding is evaluation, where positions are plain (the
+    # sampled positions are checked in training mode: test_encoding_matches_its_formula, test_random_positions_*)
     ("cope_transformer_scan", dict(universal=True, encoder_self_attn_pos="fire", random_positions=64)),
 ]
 
