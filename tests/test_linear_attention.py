@@ -221,9 +221,21 @@ def test_criterion_adds_lambda_times_loss_and_logs_it():
     crit = LabelSmoothedCrossEntropyWithOrthogonality(task, False, 0.0, orthogonality_lambda=0.5)
     loss0, n0, log0 = crit0(model, sample)
     loss, n, log = crit(model, sample)
-    # the encoder values, recomputed: the one shared layer applied 3 times
-    _, recorded = run_recording_values(model, sample["net_input"])
-    assert len(recorded) == 3
+    # the encoder values, recomputed: the one shared layer applied 3 times; what was recorded is the value
+    # projection's output (captured by a hook on v_proj, apart from the recording) in heads [B, H, T, dh]
+    att = model.encoder.stack.layers[0].self_attn
+    projected = []
+    hook = att.v_proj.register_forward_hook(lambda mod, inp, out: projected.append(out.detach()))
+    try:
+        _, recorded = run_recording_values(model, sample["net_input"])
+    finally:
+        hook.remove()
+    assert len(recorded) == 3 and len(projected) == 3
+    src = sample["net_input"]["src_tokens"]
+    for (v, mask), out in zip(recorded, projected):
+        B, T, C = out.shape
+        assert torch.equal(v, out.view(B, T, att.num_heads, C // att.num_heads).transpose(1, 2))
+        assert torch.equal(mask, src.eq(model.encoder.dictionary.pad()))
     orth = sum(direct_orthogonality(v.double(), m) for v, m in recorded)
     B = sample["target"].size(0)
     assert log["orthogonality"].item() / B == pytest.approx(orth, rel=1e-4)
@@ -233,7 +245,6 @@ def test_criterion_adds_lambda_times_loss_and_logs_it():
     # the orthogonality term reaches the encoder's value projection; nothing stays recorded afterwards
     model.zero_grad()
     (loss - loss0.detach()).backward()
-    att = model.encoder.stack.layers[0].self_attn
     assert att.v_proj.weight.grad.abs().sum() > 0 and att.recorded == {} and not att.record_values
 
 
