@@ -14,8 +14,8 @@ treats a run recorded here as done, as one under results/campaign/.
 
 Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
 clean commit ("dirty" or "unknown" in commit.txt), a run whose data files differ from the CPU runs' of the same sweep
-and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already recorded (under results/campaign/ or
-here). A CPU lane training the same run meanwhile is not stopped; its result is not recorded when it finishes.
+and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already
+recorded (under results/campaign/ or here). A CPU lane training the same run meanwhile is not stopped; its result is not recorded when it finishes.
 """
 import argparse
 import json

@@ -115,9 +115,9 @@ def stored_updates(path) -> int:
 def newest_readable(folder, exclude=None):
     """The checkpoint of FOLDER (checkpoint*.pt, other than EXCLUDE) to resume from when its checkpoint_last.pt
     cannot be read: the readable one at the highest stored update (ties: the first by name, so a numbered save
-    before checkpoint_best.pt), read with :func:`load`. Ranked by
-    the update it stores, not by file time (a copy or `touch` changes the time, not the training). Returns
-    (path or None, its update or None, [(path, type) of each file refused as unsafe: never the one chosen])."""
+    before checkpoint_best.pt), read with :func:`load`; ranked by the update it stores, not by file time (a copy or
+    `touch` changes the time, not the training). Returns (path or None, its update or None, [(path, type) of each
+    file refused as unsafe: never the one chosen])."""
     import glob
 
     skip = os.path.abspath(exclude) if exclude is not None else None
