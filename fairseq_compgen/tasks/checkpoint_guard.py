@@ -13,8 +13,8 @@ Two silent wrong results this module prevents:
   `--finetune-from-model PATH` in a new `--save-dir`.
 
 A checkpoint that cannot be read at all (truncated by a crash or a full disk) is named, with the newest readable
-checkpoint beside it (the highest stored update), instead of fairseq's zip-archive traceback (a neighbour holding a disallowed type is named as
-refused, never recommended); one that holds a type no fairseq checkpoint holds (code that unpickling would run) is
+checkpoint beside it (the highest stored update), instead of fairseq's zip-archive traceback (a neighbour holding a
+disallowed type is named as refused, never recommended); one that holds a type no fairseq checkpoint holds (code that unpickling would run) is
 refused by the safe loader (checkpoint_loading.py); one whose weights are NaN/Inf (saved after training diverged) is
 refused (tasks/divergence.py).
 """
