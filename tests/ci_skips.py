@@ -2,7 +2,8 @@
 
 Locally a test may skip when the shared datasets (../shared/data) or an extra (submitit, ...) are missing; CI has
 both, so there a skip means a test that did not run while the run looked green. With CI=true every skip, at
-collection or at run time, is listed with its reason and the exit status becomes 1 (when nothing else failed).
+collection or at run time (pytest.skip, a skipif mark, a module-level skip), and every expected failure (xfail) is
+listed with its reason and the exit status becomes 1 (when nothing else failed).
 The test command (scripts/test.sh) also prints pytest's skip summary (-rs) in every run."""
 import os
 
@@ -28,8 +29,9 @@ def pytest_collectreport(report):
 
 
 def pytest_runtest_logreport(report):
-    if report.skipped and not hasattr(report, "wasxfail"):
-        _skipped.append((report.nodeid, _reason(report)))
+    if report.skipped:  # pytest.skip, a skipif mark, or an expected failure (xfail): none of them checked anything
+        reason = f"xfail: {report.wasxfail}" if hasattr(report, "wasxfail") else _reason(report)
+        _skipped.append((report.nodeid, reason))
 
 
 def pytest_sessionfinish(session, exitstatus):
