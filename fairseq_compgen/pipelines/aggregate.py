@@ -26,6 +26,8 @@ metric on each validated subset vs updates, from the validation records of the r
 ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
+``--compare A B`` also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
+two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
 subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
 test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
@@ -471,7 +473,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
         n += 1
     for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
                  *sorted(out.glob("categories_*.md")),
-                 *sorted(out.glob("early_stopping_*.md"))]:
+                 *sorted(out.glob("early_stopping_*.md")), *sorted(out.glob("compare_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
     for i, other in enumerate(outs[1:], 2):
@@ -682,6 +684,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--early-stopping", metavar="SUBSET",
                    help="also write OUT/early_stopping_SUBSET.md: per run, every validated subset's in-loop value at "
                         "the update where SUBSET's was best (ties: the later, as fairseq's checkpoint_best.pt)")
+    p.add_argument("--compare", nargs=2, metavar=("CONFIG_A", "CONFIG_B"),
+                   help="also write OUT/compare_A_B.md: per dataset and subset, mean(B) - mean(A) over seeds and the "
+                        "p-value of a two-sided permutation test over seeds (pipelines/compare.py)")
     p.add_argument("--export", metavar="DIR",
                    help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
                         "JSONs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
@@ -711,6 +716,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
         atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
         print(es_md, end="")
+    if a.compare:
+        from fairseq_compgen.pipelines.compare import comparison_table
+
+        cmp_md = comparison_table(spec, cells, *a.compare, scale=a.scale, digits=a.digits)
+        atomic_write_text(out / f"compare_{a.compare[0]}_{a.compare[1]}.md", cmp_md)
+        print(cmp_md, end="")
     if a.export:
         n = export(runs, outs, Path(a.export))
         print(f"export: {n} finished runs -> {a.export}")

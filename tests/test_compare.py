@@ -1,0 +1,82 @@
+"""pipelines/compare.py: the two-sided permutation test over seeds behind `fairseq-compgen aggregate --compare`,
+checked against a direct enumeration of group labels, and the table it writes."""
+import random
+
+import pytest
+
+from fairseq_compgen.errors import UsageError
+from fairseq_compgen.pipelines import aggregate, compare
+from test_pipelines import _fake_sweep
+
+
+def slow_p(a, b):
+    """Every assignment of the labels A/B to the pooled seeds with |A| = len(a), enumerated as bit masks: the share
+    whose |mean(B) - mean(A)| is at least the observed one."""
+    pooled, na = a + b, len(a)
+    observed = abs(sum(b) / len(b) - sum(a) / na)
+    hits = total = 0
+    for mask in range(2 ** len(pooled)):
+        group = [x for i, x in enumerate(pooled) if mask >> i & 1]
+        if len(group) != na:
+            continue
+        rest = [x for i, x in enumerate(pooled) if not mask >> i & 1]
+        total += 1
+        hits += abs(sum(rest) / len(rest) - sum(group) / na) >= observed - 1e-12
+    return hits / total
+
+
+def test_permutation_p_by_hand_and_against_every_labelling():
+    assert compare.permutation_p([1, 2, 3], [4, 5, 6]) == (pytest.approx(2 / 20), True)  # the two extreme splits
+    assert compare.permutation_p([0.5, 0.5], [0.5, 0.5]) == (1.0, True)  # no difference: every split is as far
+    five = [0.198, 0.096, 0.182, 0.191, 0.079], [0.851, 0.794, 0.665, 0.785, 0.686]  # Table 3 Trafo, Rel. Uni.
+    assert compare.permutation_p(*five)[0] == pytest.approx(2 / 252)  # the smallest p five seeds against five allow
+    rng = random.Random(1)
+    for na, nb in [(2, 3), (3, 3), (4, 5), (5, 5), (1, 6)]:
+        for _ in range(5):
+            a = [round(rng.random(), 3) for _ in range(na)]
+            b = [round(rng.random(), 3) for _ in range(nb)]
+            p, exact = compare.permutation_p(a, b)
+            assert exact and p == pytest.approx(slow_p(a, b)), (a, b)
+            assert compare.permutation_p(b, a)[0] == pytest.approx(p)  # two-sided: symmetric
+    with pytest.raises(ValueError, match="at least one value in each group"):
+        compare.permutation_p([], [1.0])
+
+
+def test_monte_carlo_beyond_the_exact_limit(monkeypatch):
+    rng = random.Random(2)
+    a = [rng.gauss(0.0, 1.0) for _ in range(6)]
+    b = [rng.gauss(0.8, 1.0) for _ in range(6)]
+    exact, is_exact = compare.permutation_p(a, b)
+    assert is_exact
+    monkeypatch.setattr(compare, "EXACT_LIMIT", 10)
+    estimate, is_exact = compare.permutation_p(a, b)
+    assert not is_exact and abs(estimate - exact) < 0.01  # 100,000 draws: standard error below 0.002
+    assert compare.permutation_p(a, b) == (estimate, False)  # a fixed generator: the same estimate every time
+
+
+def test_aggregate_compare_writes_the_table(tmp_path, capsys):
+    _fake_sweep(tmp_path, {
+        ("scan", "a"): {1: {"valid": 1.0, "gen": 0.10}, 2: {"valid": 1.0, "gen": 0.20}, 3: {"valid": 0.97, "gen": 0.60}},
+        ("scan", "b"): {1: {"valid": 0.99, "gen": 0.50}, 2: {"valid": 0.98, "gen": 0.70}, 3: None},
+    })
+    assert aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "b", "--scale", "100", "--digits", "1"]) == 0
+    table = (tmp_path / "compare_a_b.md").read_text()
+    assert table in capsys.readouterr().out
+    gen_p = slow_p([0.10, 0.20, 0.60], [0.50, 0.70])
+    valid_p = slow_p([1.0, 1.0, 0.97], [0.99, 0.98])
+    assert table.splitlines()[0] == ("| dataset: subset | a (seeds) | Big (seeds) | difference | p (two-sided "
+                                     "permutation test over seeds) |")
+    assert f"| SCAN: gen | 30.0 (3) | 60.0 (2) | +30.0 | {gen_p:.3f} |" in table
+    assert f"| SCAN: valid | 99.0 (3) | 98.5 (2) | -0.5 | {valid_p:.3f} |" in table
+    with pytest.raises(UsageError, match=r"--compare c: no such configuration in this sweep \(known: a, b\)"):
+        aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "c"])
+    # exported with the tables
+    aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "b", "--export", str(tmp_path / "exported")])
+    assert (tmp_path / "exported" / "compare_a_b.md").read_text() == (tmp_path / "compare_a_b.md").read_text()
+
+
+def test_no_common_dataset_is_one_line():
+    cells = {("scan", "gen", "a"): aggregate.Cell("scan", "gen", "a", 1, {1: 0.5}),
+             ("cogs", "gen", "b"): aggregate.Cell("cogs", "gen", "b", 1, {1: 0.5})}
+    with pytest.raises(UsageError, match="--compare a b: no dataset where both have finished runs"):
+        compare.comparison_table({}, cells, "a", "b")
