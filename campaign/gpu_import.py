@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
-from fairseq_compgen.pipelines.train import NOT_DATA  # noqa: E402
+from fairseq_compgen.pipelines.train import NOT_DATA, sha256sum_files  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
@@ -52,10 +52,8 @@ def data_hashes(path: Path):
     """{file: sha256} of a data.sha256 (sha256sum's lines), without the files that are not data (train.NOT_DATA:
     fairseq-preprocess's log, which holds the folder's path and differs wherever the same data is prepared), as
     `fairseq-compgen aggregate` compares runs' data; None when absent."""
-    if not path.is_file():
-        return None
-    hashes = dict(reversed(line.split(maxsplit=1)) for line in path.read_text().splitlines() if line.strip())
-    return {name.strip(): h for name, h in hashes.items() if name.strip() not in NOT_DATA}
+    hashes = sha256sum_files(path)
+    return None if hashes is None else {name: h for name, h in hashes.items() if name not in NOT_DATA}
 
 
 def cpu_data(repo: Path, rel: str):

@@ -80,3 +80,25 @@ def test_no_common_dataset_is_one_line():
              ("cogs", "gen", "b"): aggregate.Cell("cogs", "gen", "b", 1, {1: 0.5})}
     with pytest.raises(UsageError, match="--compare a b: no dataset where both have finished runs"):
         compare.comparison_table({}, cells, "a", "b")
+
+
+def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):
+    """One dataset's runs show one data hash whether they recorded data.json (fairseq-compgen train) or only the
+    campaign's data.sha256, and whatever fairseq-preprocess's log said (it names the folder's path)."""
+    import json
+
+    from fairseq_compgen.pipelines.train import same_data_key
+
+    _fake_sweep(tmp_path, {("scan", "a"): {1: {"gen": 0.1}, 2: {"gen": 0.2}, 3: {"gen": 0.3}}})
+    files = {"dict.src.txt": "1" * 64, "train.src-tgt.src.bin": "2" * 64}
+    (tmp_path / "scan/a/seed1/data.json").write_text(json.dumps(
+        {"sha256": "x", "files": {**files, "preprocess.log": "3" * 64}}))
+    (tmp_path / "scan/a/seed2/data.sha256").write_text(
+        "".join(f"{h}  {n}\n" for n, h in {**files, "preprocess.log": "4" * 64}.items()))
+    spec, runs, cells = aggregate.collect(tmp_path)
+    rows = aggregate.run_rows(runs, cells)
+    key = same_data_key({"files": files})[:12]
+    assert [r["data"] for r in rows] == [key, key, "not recorded"]
+    (tmp_path / "scan/a/seed2/data.sha256").write_text(f"{'5' * 64}  dict.src.txt\n{'2' * 64}  train.src-tgt.src.bin\n")
+    with pytest.raises(UsageError, match="were trained on different data for dataset 'scan'"):
+        aggregate.collect(tmp_path)

@@ -130,13 +130,16 @@ def train_options(command: Path) -> Dict[str, object]:
 
 
 def data_sha256(run: dict) -> Optional[str]:
-    """The data a run trained on, as recorded in its data.json (written by fairseq-compgen train) and compared by
-    `train.same_data_key` (the data files, fairseq-preprocess's log aside), or None for runs made before it was
-    recorded."""
-    from fairseq_compgen.pipelines.train import same_data_key
+    """The data a run trained on, as recorded in its data.json (written by fairseq-compgen train), else in the
+    campaign's data.sha256 (every file of the data folder), and compared by `train.same_data_key` (the data files,
+    fairseq-preprocess's log aside); None for runs made before either was recorded."""
+    from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files
 
     path = Path(run["dir"]) / "data.json"
-    return same_data_key(json.loads(path.read_text())) if path.is_file() else None
+    if path.is_file():
+        return same_data_key(json.loads(path.read_text()))
+    files = sha256sum_files(Path(run["dir"]) / "data.sha256")
+    return same_data_key({"files": files}) if files is not None else None
 
 
 def check_alike(runs: List[dict], pooled: bool = True) -> None:
@@ -437,7 +440,7 @@ def write_runs_csv(path, rows: List[dict], metric: str) -> None:
 
 # what --export keeps of a run: its records and results, not its checkpoints
 EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "command.history",
-            "data.json")
+            "commit.history", "data.json", "data.sha256")
 
 
 def _metric_line(line: str) -> bool:

@@ -99,6 +99,15 @@ def same_data_key(record: dict) -> Optional[str]:
     return _files_digest({k: v for k, v in files.items() if k not in NOT_DATA})
 
 
+def sha256sum_files(path: Path) -> Optional[dict]:
+    """{file: sha256} of a `sha256sum` listing (the campaign's and the GPU one-shot's data.sha256: every file of a
+    run's data folder), as data.json's "files"; None when there is no such file."""
+    if not Path(path).is_file():
+        return None
+    lines = [line.split(maxsplit=1) for line in Path(path).read_text().splitlines() if line.strip()]
+    return {name.strip(): digest for digest, name in lines}
+
+
 def fairseq_options(words: Sequence[str]) -> dict:
     """The options of a fairseq-train command line (words[0] is the program), the last of a repeated option
     winning as in argparse; a flag without a value is True; positional words (the data folder) are left out."""
