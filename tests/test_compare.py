@@ -93,8 +93,8 @@ def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):
     files = {"dict.src.txt": "1" * 64, "train.src-tgt.src.bin": "2" * 64}
     (tmp_path / "scan/a/seed1/data.json").write_text(json.dumps(
         {"sha256": "x", "files": {**files, "preprocess.log": "3" * 64}}))
-    (tmp_path / "scan/a/seed2/data.sha256").write_text(
-        "".join(f"{h}  {n}\n" for n, h in {**files, "preprocess.log": "4" * 64}.items()))
+    (tmp_path / "scan/a/seed2/data.sha256").write_text(  # named from its state folder, as the first listings were
+        "".join(f"{h}  scan/length_cutoff_26/bin/{n}\n" for n, h in {**files, "preprocess.log": "4" * 64}.items()))
     spec, runs, cells = aggregate.collect(tmp_path)
     rows = aggregate.run_rows(runs, cells)
     key = same_data_key({"files": files})[:12]

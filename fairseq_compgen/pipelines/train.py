@@ -100,12 +100,14 @@ def same_data_key(record: dict) -> Optional[str]:
 
 
 def sha256sum_files(path: Path) -> Optional[dict]:
-    """{file: sha256} of a `sha256sum` listing (the campaign's and the GPU one-shot's data.sha256: every file of a
-    run's data folder), as data.json's "files"; None when there is no such file."""
+    """{file name: sha256} of a `sha256sum` listing (the campaign's and the GPU one-shot's data.sha256: every file of
+    a run's data folder, which holds no subfolders), as data.json's "files": names without their folder (the
+    campaign's first listings, 2026-11-24, named them from the state folder, scan/length_cutoff_26/bin/...); None
+    when there is no such file."""
     if not Path(path).is_file():
         return None
     lines = [line.split(maxsplit=1) for line in Path(path).read_text().splitlines() if line.strip()]
-    return {name.strip(): digest for digest, name in lines}
+    return {os.path.basename(name.strip()): digest for digest, name in lines}
 
 
 def fairseq_options(words: Sequence[str]) -> dict:
