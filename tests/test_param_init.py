@@ -106,8 +106,10 @@ def test_chaabouni_preset_initialises_like_fairseq():
         elif p.abs().sum() == 0 or q.abs().sum() == 0:
             assert torch.equal(p, q), name  # zero in both (out_proj biases)
         else:
-            assert p.std().item() == pytest.approx(q.std().item(), rel=0.25), name
-            assert p.abs().max().item() <= q.abs().max().item() * 1.3, name
+            # two draws of one distribution: their stds differ by a few standard errors (about 1/sqrt(2n) relative)
+            assert p.std().item() == pytest.approx(q.std().item(), rel=0.02 + 4 / math.sqrt(2 * p.numel())), name
+            # the same support: uniform inits reach their bound, so the largest values agree too
+            assert p.abs().max().item() == pytest.approx(q.abs().max().item(), rel=0.3), name
     for m in ours.modules():
         if isinstance(m, nn.LayerNorm):
             assert m.eps == 1e-5
