@@ -15,7 +15,8 @@ treats a run recorded here as done, as one under results/campaign/.
 Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
 clean commit ("dirty" or "unknown" in commit.txt), a run whose data files differ from the CPU runs' of the same sweep
 and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already
-recorded (under results/campaign/ or here). A CPU lane training the same run meanwhile is not stopped; its result is not recorded when it finishes.
+recorded (under results/campaign/ or here). A CPU lane training the same run meanwhile is not stopped; its result is
+not recorded when it finishes.
 """
 import argparse
 import json
@@ -31,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
-from fairseq_compgen.pipelines.train import NOT_DATA, sha256sum_files  # noqa: E402
+from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
@@ -49,11 +50,11 @@ def finished_runs(tree: Path):
 
 
 def data_hashes(path: Path):
-    """{file: sha256} of a data.sha256 (sha256sum's lines), without the files that are not data (train.NOT_DATA:
-    fairseq-preprocess's log, which holds the folder's path and differs wherever the same data is prepared), as
-    `fairseq-compgen aggregate` compares runs' data; None when absent."""
-    hashes = sha256sum_files(path)
-    return None if hashes is None else {name: h for name, h in hashes.items() if name not in NOT_DATA}
+    """The data a data.sha256 (sha256sum's lines) lists, as `fairseq-compgen aggregate` compares runs' data
+    (train.same_data_key: the files, fairseq-preprocess's log aside, since it holds the folder's path and differs
+    wherever the same data is prepared); None when absent."""
+    files = sha256sum_files(path)
+    return None if files is None else same_data_key({"files": files})
 
 
 def cpu_data(repo: Path, rel: str):

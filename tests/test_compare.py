@@ -1,5 +1,5 @@
 """pipelines/compare.py: the two-sided permutation test over seeds behind `fairseq-compgen aggregate --compare`,
-checked against a direct enumeration of group labels, and the table it writes."""
+checked against a direct enumeration of group labels, and the table aggregate writes with it."""
 import random
 
 import pytest
@@ -79,7 +79,7 @@ def test_no_common_dataset_is_one_line():
     cells = {("scan", "gen", "a"): aggregate.Cell("scan", "gen", "a", 1, {1: 0.5}),
              ("cogs", "gen", "b"): aggregate.Cell("cogs", "gen", "b", 1, {1: 0.5})}
     with pytest.raises(UsageError, match="--compare a b: no dataset where both have finished runs"):
-        compare.comparison_table({}, cells, "a", "b")
+        aggregate.comparison_table({}, cells, "a", "b")
 
 
 def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):

@@ -62,6 +62,7 @@ from fairseq_compgen import scoring
 from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
+from fairseq_compgen.pipelines.compare import permutation_p
 from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
 
@@ -267,6 +268,36 @@ def _order(subsets: Sequence[str]) -> List[str]:
 def _label(spec: dict, kind: str, name: str) -> str:
     entry = (spec.get(kind) or {}).get(name) or {}
     return str(entry.get("label") or name)
+
+
+def comparison_table(spec: dict, cells: Dict[Tuple[str, str, str], Cell], first: str, second: str,
+                     scale: float = 1.0, digits: int = 2) -> str:
+    """`--compare FIRST SECOND` as markdown: per dataset and subset where both configurations have finished seeds,
+    their means (seeds), the difference second - first, and the p of a two-sided permutation test over seeds
+    (pipelines/compare.py)."""
+    configs = {c for (_, _, c) in cells}
+    for name in (first, second):
+        if name not in configs:
+            raise UsageError(f"--compare {name}: no such configuration in this sweep (known: "
+                             f"{', '.join(sorted(configs))})")
+    lines = [f"| dataset: subset | {_label(spec, 'configurations', first)} (seeds) | "
+             f"{_label(spec, 'configurations', second)} (seeds) | difference | p (two-sided "
+             f"permutation test over seeds) |", "|---|---|---|---|---|"]
+    for (dataset, subset, config), cell in sorted(cells.items()):
+        if config != first:
+            continue
+        other = cells.get((dataset, subset, second))
+        if other is None or not cell.values or not other.values:
+            continue
+        a, b = list(cell.values.values()), list(other.values.values())
+        p, exact = permutation_p(a, b)
+        lines.append(f"| {_label(spec, 'datasets', dataset)}: {subset} | "
+                     f"{scale * cell.mean:.{digits}f} ({cell.n}) | {scale * other.mean:.{digits}f} ({other.n}) | "
+                     f"{scale * (other.mean - cell.mean):+.{digits}f} | "
+                     f"{p:.3f}{'' if exact else ' (Monte Carlo)'} |")
+    if len(lines) == 2:
+        raise UsageError(f"--compare {first} {second}: no dataset where both have finished runs")
+    return "\n".join(lines) + "\n"
 
 
 def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[str]:
@@ -720,8 +751,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
         print(es_md, end="")
     if a.compare:
-        from fairseq_compgen.pipelines.compare import comparison_table
-
         cmp_md = comparison_table(spec, cells, *a.compare, scale=a.scale, digits=a.digits)
         atomic_write_text(out / f"compare_{a.compare[0]}_{a.compare[1]}.md", cmp_md)
         print(cmp_md, end="")

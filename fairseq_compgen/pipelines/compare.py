@@ -9,13 +9,13 @@ fixed generator (said beside the value). With 5 seeds against 5 there are 252 sp
 is 2/252 = 0.008; with 3 against 3, 2/20 = 0.1: three seeds cannot reach p < 0.05.
 
     fairseq-compgen aggregate runs/csordas_table3 --compare trafo rel_uni_trafo    # OUT/compare_trafo_rel_uni_trafo.md
+
+(the table: aggregate.comparison_table)
 """
 import itertools
 import math
 import random
-from typing import Dict, Sequence, Tuple
-
-from fairseq_compgen.errors import UsageError
+from typing import Sequence, Tuple
 
 EXACT_LIMIT = 200_000  # splits enumerated exactly; beyond, MONTE_CARLO random splits
 MONTE_CARLO = 100_000
@@ -34,43 +34,9 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> Tuple[float, bool]:
     def extreme(group_a_sum: float) -> bool:
         return abs((total - group_a_sum) / len(b) - group_a_sum / na) >= observed - tolerance
 
-    if math.comb(len(pooled), na) <= EXACT_LIMIT:
-        splits = itertools.combinations(pooled, na)
-        hits = n = 0
-        for group in splits:
-            n += 1
-            hits += extreme(sum(group))
-        return hits / n, True
+    splits = math.comb(len(pooled), na)
+    if splits <= EXACT_LIMIT:
+        return sum(extreme(sum(group)) for group in itertools.combinations(pooled, na)) / splits, True
     rng = random.Random(0)
     hits = sum(extreme(sum(rng.sample(pooled, na))) for _ in range(MONTE_CARLO))
     return (hits + 1) / (MONTE_CARLO + 1), False  # the observed split counted once (Phipson & Smyth 2010)
-
-
-def comparison_table(spec: dict, cells: Dict[Tuple[str, str, str], object], first: str, second: str,
-                     scale: float = 1.0, digits: int = 2) -> str:
-    """Markdown: per dataset and subset where both configurations have finished seeds, their means (seeds), the
-    difference second - first, and the permutation p. `cells` as aggregate.collect returns them."""
-    configs = {c for (_, _, c) in cells}
-    for name in (first, second):
-        if name not in configs:
-            raise UsageError(f"--compare {name}: no such configuration in this sweep (known: "
-                             f"{', '.join(sorted(configs))})")
-    labels = spec.get("configurations", {})
-    label = lambda c: (labels.get(c) or {}).get("label", c)  # noqa: E731
-    dlabel = lambda d: (spec.get("datasets", {}).get(d) or {}).get("label", d)  # noqa: E731
-    lines = [f"| dataset: subset | {label(first)} (seeds) | {label(second)} (seeds) | difference | p (two-sided "
-             f"permutation test over seeds) |", "|---|---|---|---|---|"]
-    for (dataset, subset, config), cell in sorted(cells.items()):
-        if config != first:
-            continue
-        other = cells.get((dataset, subset, second))
-        if other is None or not cell.values or not other.values:
-            continue
-        a, b = list(cell.values.values()), list(other.values.values())
-        p, exact = permutation_p(a, b)
-        lines.append(f"| {dlabel(dataset)}: {subset} | {scale * cell.mean:.{digits}f} ({cell.n}) | "
-                     f"{scale * other.mean:.{digits}f} ({other.n}) | {scale * (other.mean - cell.mean):+.{digits}f} | "
-                     f"{p:.3f}{'' if exact else ' (Monte Carlo)'} |")
-    if len(lines) == 2:
-        raise UsageError(f"--compare {first} {second}: no dataset where both have finished runs")
-    return "\n".join(lines) + "\n"
