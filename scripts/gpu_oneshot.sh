@@ -15,7 +15,8 @@
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
 # default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
 # back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
-# (CPU threads per process on the GPU machine, default 1), PACK=1 (bring back a few flat files, as the device tool
+# (CPU threads per process on the GPU machine, default 1), DECODE (where the finished runs are evaluated: cpu, the
+# default, on the machine's cores, one thread each; gpu), PACK=1 (bring back a few flat files, as the device tool
 # does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
 # default 56).
 #
@@ -92,7 +93,10 @@ fi
 #    resumes each run from its checkpoint next time (a run stopped mid-way is not a failure)
 # one CPU thread per process: 20 processes each taking all 16 cores would fight over them
 # (--gpu: also a sweep file whose launch says cpu, e.g. a campaign step, trains on the GPU)
-device=(--devices 0 --gpu --threads "${THREADS:-1}"); [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+# evaluation on the CPU cores unless DECODE=gpu: on 2026-11-27 ten evaluations taking turns on the H100 had not
+# finished their second subset after about 140 s, where one CPU thread takes 14-19 s (results/gpu_oneshot_h100_20261127)
+device=(--devices 0 --gpu --threads "${THREADS:-1}"); [ "${DECODE:-cpu}" = gpu ] || device+=(--decode-cpu)
+[ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
 slice_start=$(date +%s)
 timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"

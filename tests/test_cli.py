@@ -170,6 +170,10 @@ def test_gpu_runs_a_cpu_sweeps_runs_as_the_same_runs(tmp_path):
     assert "--cpu" in on_cpu.train_command() and "--cpu" in on_cpu.eval_command()
     assert "--cpu" not in on_gpu.train_command() and "--cpu" not in on_gpu.eval_command()
     assert on_gpu.settings() == on_cpu.settings()
+    # --decode-cpu (the GPU one-shot): trains on the GPU, evaluates on CPU, still the same run
+    (split,) = sweep.plan(spec, tmp_path / "out", gpu=True, decode_cpu=True)
+    assert "--cpu" not in split.train_command() and "--cpu" in split.eval_command()
+    assert split.settings() == on_cpu.settings()
     with pytest.raises(UsageError, match="--cpu and --gpu"):
         sweep.plan(spec, tmp_path / "out", cpu=True, gpu=True)
 

@@ -1,6 +1,6 @@
 """Run a sweep: configurations x seeds x datasets, each run in its own folder, resumable, several at a time.
 
-    fairseq-compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu | --gpu] [--only PATTERN] [--dry-run] [--threads N]
+    fairseq-compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu | --gpu] [--decode-cpu] [--only PATTERN] [--dry-run] [--threads N]
         [--engine local|slurm|submitit-local [Slurm resources]]
 
 SWEEP is a sweep file, or the name of one shipped in fairseq_compgen/sweeps/ (csordas_table3, ...).
@@ -62,7 +62,8 @@ What cannot go wrong silently (each refused with one line, before any run starts
 
 ``--jobs N`` runs N runs at once (several small runs share one GPU well); ``--devices 0,1`` gives the job
 slots CUDA_VISIBLE_DEVICES round-robin. ``--cpu`` forces CPU training and decoding (for tests and smoke runs);
-``--gpu`` the GPU, also where the file's launch says cpu (the device is not a setting: a run may move).
+``--gpu`` the GPU, also where the file's launch says cpu (the device is not a setting: a run may move);
+``--decode-cpu`` evaluates on CPU wherever the runs train (what scripts/gpu_oneshot.sh does).
 ``--engine slurm`` submits every run as a Slurm job through submitit instead (pipelines/submit.py).
 """
 from __future__ import annotations
@@ -210,9 +211,10 @@ def data_subsets(data) -> set:
     return {p.name.split(".")[0] for p in Path(data).glob(pattern)}
 
 
-def plan(spec: dict, out, cpu: bool = False, gpu: bool = False) -> List[Run]:
+def plan(spec: dict, out, cpu: bool = False, gpu: bool = False, decode_cpu: bool = False) -> List[Run]:
     """Every run of the sweep, in file order: dataset, then configuration, then seed. `gpu` drops the file's CPU
-    launch (a CPU campaign's runs on a lent GPU: the device is not a setting, so they stay the same runs)."""
+    launch (a CPU campaign's runs on a lent GPU: the device is not a setting, so they stay the same runs);
+    `decode_cpu` evaluates on CPU whatever trains where."""
     if cpu and gpu:
         raise UsageError("--cpu and --gpu: choose one")
     out = Path(out).resolve()
@@ -229,7 +231,7 @@ def plan(spec: dict, out, cpu: bool = False, gpu: bool = False) -> List[Run]:
     elif int(launch.get("gpus", 1)) > 1:
         lopts = ["--gpus", str(int(launch["gpus"]))]
     gen_flags = str(spec.get("generate_flags") or "")
-    if cpu or launch.get("cpu") or launch.get("cpu_procs"):
+    if cpu or decode_cpu or launch.get("cpu") or launch.get("cpu_procs"):
         gen_flags = (gen_flags + " --cpu").strip()
     runs: List[Run] = []
     for dname, d in spec["datasets"].items():
@@ -365,13 +367,13 @@ def with_seeds(spec: dict, seeds: Optional[Sequence[int]]) -> dict:
 
 def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, only=None, threads=None,
               dry_run: bool = False, echo=print, engine: str = "local", slurm: Optional[dict] = None,
-              seeds: Optional[Sequence[int]] = None, gpu: bool = False) -> List[dict]:
+              seeds: Optional[Sequence[int]] = None, gpu: bool = False, decode_cpu: bool = False) -> List[dict]:
     """Run (or with dry_run print) the selected runs of the sweep file at `path`: on this machine (engine "local",
     `jobs` at once), or as submitit jobs (engine "slurm" or "submitit-local"; `slurm`: the resources of
     submit.executor). `seeds` replaces the file's seeds (with_seeds). Returns one result dict per selected run."""
     spec = with_seeds(load_sweep(path), seeds)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
-    runs = plan(spec, out, cpu=cpu, gpu=gpu)
+    runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
     selected = select(runs, only)
     validate(path, runs, selected)
     check_same_sweep(path, spec, runs, out)
@@ -430,6 +432,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--gpu", action="store_true",
                    help="train and decode on the GPU even where the sweep file's launch says cpu (a CPU campaign's "
                         "runs on a lent GPU: the device is not a run's setting)")
+    p.add_argument("--decode-cpu", action="store_true",
+                   help="evaluate on CPU wherever the runs train (ten evaluations taking turns on one GPU did not "
+                        "finish in 140 s where one thread of CPU takes 15: results/gpu_oneshot_h100_20261127)")
     p.add_argument("--threads", type=int, help="OMP/MKL threads per run (default with --cpu: cores // --jobs)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
     p.add_argument("--seeds", type=int, nargs="+", metavar="N",
@@ -452,7 +457,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                         "array_parallelism") if getattr(a, k) is not None}
     try:
         results = run_sweep(a.sweep, a.out, a.jobs, a.devices.split(",") if a.devices else None, a.cpu, a.only,
-                            a.threads, a.dry_run, engine=a.engine, slurm=slurm, seeds=a.seeds, gpu=a.gpu)
+                            a.threads, a.dry_run, engine=a.engine, slurm=slurm, seeds=a.seeds, gpu=a.gpu,
+                            decode_cpu=a.decode_cpu)
     except KeyboardInterrupt:
         print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
