@@ -125,7 +125,7 @@ runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.arg
 # PACK=1: the device tool brings back at most 8 files, 2 folders down, 16 MiB each, 64 MiB together; so the tree
 # is written to a staging folder and packed into results.tar.gz and carry.tar.part00.. (15 MiB each, CARRY_MIB in all)
 out = Path(tempfile.mkdtemp(prefix="oneshot-")) if pack else final_out
-keep = RECORDS + ("done.json",)
+keep = RECORDS + ("done.json", "eval.log")  # eval.log: why an evaluation failed or stopped
 rates, n_done, n_all = {}, 0, 0
 for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     rel = run.relative_to(runs.parent)  # <sweep>/<dataset>/<config>/seedK

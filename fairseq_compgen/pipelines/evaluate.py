@@ -7,7 +7,8 @@ Default subsets: every binarized subset of DATA but train. For each subset it wr
 checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and aggregate reads; the checkpoint's
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
-checkpoint's file name in its run folder, and "checkpoint_sha256"), and prints one line. A SUBSET.json there of
+checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
+train` records it, GPU included unless --cpu, and the seconds the subset took), and prints one line. A SUBSET.json there of
 another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
 --overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
 (the output of a decoding whose scoring failed stays, as SUBSET.generate.txt, to be looked at).
@@ -34,6 +35,7 @@ import json
 import logging
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -211,8 +213,11 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
             check_replaceable(out / f"{subset}.json", record, ckpt)
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(generate_flags)
+    from fairseq_compgen.pipelines.train import machine
+    where = json.loads(machine(cpu))  # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints)
     results = {}
     for subset in subsets:
+        start = time.monotonic()
         generated, table, result = (out / f"{subset}{ext}" for ext in (".generate.txt", ".table.txt", ".json"))
         tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result)]
         try:
@@ -223,6 +228,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
                 generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
             tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
             r = score(metric, generated, data, subset, n, tmps[1]) | record
+            r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1)}
             tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             tmps[1].replace(table)
             tmps[2].replace(result)

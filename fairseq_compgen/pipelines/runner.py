@@ -177,6 +177,9 @@ class Runner:
         eval_s = round(time.monotonic() - eval_start, 1)
         evals = {p.stem: json.loads(p.read_text()) for p in sorted((run.path / "eval").glob("*.json"))}
         missing = [s for s in run.subsets or [] if s not in evals]
+        if rc != 0 and self.stopping:  # e.g. a GPU slice's end: the next sweep evaluates the finished training
+            self.echo(f"stopped {run.name}: interrupted during evaluation; rerun the sweep to evaluate it")
+            return {"run": run.name, "status": "stopped", "stage": "eval"}
         if rc != 0 or not evals or missing:
             self.echo(f"FAILED {run.name}: evaluation exited with {rc}; see {run.path / 'eval.log'}")
             return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
