@@ -4,6 +4,7 @@ folder goes; an evaluation of another checkpoint does not replace the results ag
 checkpoint it scored."""
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,9 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     last = json.loads((run / "eval" / "gen.json").read_text())
     assert last["accuracy"] == 1.0 and last["checkpoint"] == "checkpoint_last.pt"
     assert last["checkpoint_sha256"] == sha["last"]
+    # where it was evaluated: a run trained on a lent GPU may be evaluated on another machine
+    where = last["evaluated"]
+    assert where["machine"]["cores"] == os.cpu_count() and where["machine"]["gpu"] is None and where["seconds"] >= 0
     # another checkpoint used to overwrite eval/gen.json, which the sweep and aggregate read
     monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=False))
     evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)

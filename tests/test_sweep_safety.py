@@ -152,6 +152,27 @@ def test_an_orphaned_trainer_is_stopped_before_the_run_restarts(tmp_path, data):
             os.close(got)
 
 
+def test_an_evaluation_cut_off_by_the_sweeps_stop_is_stopped_not_failed(tmp_path, data, monkeypatch):
+    """A GPU slice ends while a finished training is being evaluated: the run is "stopped" (the next sweep
+    evaluates it), not FAILED, and leaves no done.json."""
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    said = []
+    runner = Runner(echo=said.append)
+
+    def call(cmd, log, env, lock_fd):
+        if "eval" in cmd:
+            runner.stopping = True  # what stop() does when the slice's SIGTERM arrives
+            return -signal.SIGTERM
+        return 0
+    monkeypatch.setattr(runner, "_call", call)
+    assert runner.run_one(run) == {"run": run.name, "status": "stopped", "stage": "eval"}
+    assert said[-1].startswith(f"stopped {run.name}: interrupted during evaluation")
+    assert not (run.path / "done.json").exists()
+    runner.stopping = False  # an evaluation that fails by itself is still a failure
+    monkeypatch.setattr(runner, "_call", lambda cmd, log, env, lock_fd: 1 if "eval" in cmd else 0)
+    assert runner.run_one(run)["status"] == "failed" and said[-1].startswith(f"FAILED {run.name}: evaluation")
+
+
 def test_the_lock_outlives_the_sweep_in_its_trainer(tmp_path, data):
     """The trainer inherits the lock: while it runs, a second sweep cannot take the folder."""
     run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
