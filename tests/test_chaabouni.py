@@ -379,6 +379,17 @@ def test_plot_preferences_are_softmax_over_reachable_distances():
     assert labels == ["<=-2", "-1", "0", "1", ">=2"] and torch.allclose(pref, torch.softmax(b, -1))
     labels, pref = plot.preferences(b, causal=True)
     assert labels == ["<=-2", "-1", "0"] and torch.allclose(pref, torch.softmax(b[:, :3], -1))
+    # the printed summary: each layer's gate, and each head's preferred distance among the reachable ones
+    state = model.state_dict()
+    state["decoder.stack.layers.1.gate.beta"].fill_(0.5)
+    state["decoder.stack.layers.1.self_attn.scorer.relative_bias"].zero_()[2, 0] = 3.0  # head 2 prefers <=-2
+    state["decoder.stack.layers.1.self_attn.scorer.relative_bias"][3, 4] = 9.0  # unreachable: head 3 stays uniform
+    lines = plot.summary(state)
+    assert [line.split(":")[0] for line in lines] == ["encoder layer 0", "encoder layer 1", "decoder layer 0",
+                                                      "decoder layer 1", "decoder layer 2"]
+    w = math.exp(3) / (math.exp(3) + 2)
+    assert lines[3] == ("decoder layer 1: gate beta +0.500, sigmoid 0.622; heads' preferred distance: <=-2: 0.33, "
+                        f"<=-2: 0.33, <=-2: {w:.2f}, <=-2: 0.33")
 
 
 def test_plot_refuses_a_checkpoint_without_t5_biases(tmp_path):

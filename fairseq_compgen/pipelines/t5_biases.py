@@ -9,12 +9,17 @@ The border columns stand for every distance beyond the span ("<=-s", ">=s").
 
     fairseq-compgen plot t5-biases checkpoints/checkpoint_last.pt -o t5_biases.png
 
+It also prints, per layer, the self-attention gate where the model has one (Algorithm 1: the output scaled by
+sigma(beta); §3 reports trained encoder betas of -2..-0.5 and decoder betas of 0.2..4.5 growing with depth) and each
+head's preferred distance with its weight (uniform: 1 / the number of reachable distances).
+
 Works on any fairseq checkpoint of a model with `--self-attn-pos t5` (or a bare state dict), read with the safe
 loader (fairseq_compgen/checkpoint_loading.py).
 """
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 import torch
@@ -40,6 +45,21 @@ def preferences(bias: torch.Tensor, causal: bool) -> Tuple[List[str], torch.Tens
     distances = list(range(-span, 1 if causal else span + 1))
     labels = [f"<={d}" if d == -span else (f">={d}" if d == span else str(d)) for d in distances]
     return labels, torch.softmax(bias[:, : len(distances)], dim=-1)
+
+
+def summary(state_dict: Dict[str, torch.Tensor]) -> List[str]:
+    """One line per encoder, then decoder layer with a T5 scorer: its SAG gate (beta, sigmoid(beta)) if any, and each
+    head's preferred distance and softmax weight over the reachable distances."""
+    lines = []
+    for (stack, layer), bias in sorted(relative_biases(state_dict).items(), key=lambda kv: (kv[0][0] != "encoder", kv[0])):
+        labels, pref = preferences(bias, causal=stack == "decoder")
+        beta = state_dict.get(f"{stack}.stack.layers.{layer}.gate.beta")
+        gate = (f"gate beta {beta.item():+.3f}, sigmoid {torch.sigmoid(beta.float()).item():.3f}; "
+                if beta is not None else "")
+        weight, where = pref.max(-1)
+        heads = ", ".join(f"{labels[i]}: {w:.2f}" for w, i in zip(weight.tolist(), where.tolist()))
+        lines.append(f"{stack} layer {layer}: {gate}heads' preferred distance: {heads}")
+    return lines
 
 
 def plot(biases: Dict[Tuple[str, int], torch.Tensor], out_path: str, title: str = "") -> None:
@@ -81,7 +101,9 @@ def main(argv=None) -> None:
     biases = relative_biases(state_dict)
     if not biases:
         sys.exit(f"{a.checkpoint}: no T5 relative biases found (was the model trained with --self-attn-pos t5?)")
-    plot(biases, a.output, title=f"T5 biases after a softmax over distances: {a.checkpoint}")
+    where = "/".join(Path(a.checkpoint).resolve().parts[-3:])  # e.g. sag_t5/seed1/checkpoint_last.pt: a run's name
+    plot(biases, a.output, title=f"T5 biases after a softmax over distances: {where}")
+    print("\n".join(summary(state_dict)))
     print(f"wrote {a.output} ({len(biases)} attention modules)")
 
 
