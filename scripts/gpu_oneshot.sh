@@ -15,7 +15,8 @@
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
 # default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
 # back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
-# (CPU threads per process on the GPU machine, default 1), DECODE (where the finished runs are evaluated: cpu, the
+# (CPU threads per process on the GPU machine, default 1), MPS=1 (the processes share the GPU through NVIDIA MPS:
+# see step 3), DECODE (where the finished runs are evaluated: cpu, the
 # default, on the machine's cores, one thread each; gpu), PACK=1 (bring back a few flat files, as the device tool
 # does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
 # default 56).
@@ -97,6 +98,24 @@ fi
 # finished their second subset after about 140 s, where one CPU thread takes 14-19 s (results/gpu_oneshot_h100_20261127)
 device=(--devices 0 --gpu --threads "${THREADS:-1}"); [ "${DECODE:-cpu}" = gpu ] || device+=(--decode-cpu)
 [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
+# MPS=1: NVIDIA's Multi-Process Service, a daemon of this call's own (pipe and log folders under .mps/, stopped at
+# the end), so that the processes' kernels share the GPU instead of taking turns; the GPU's settings are untouched.
+# Not yet tried on a lent GPU: where the daemon does not start, the slice runs without it and says so.
+export ONESHOT_MPS=0
+if [ "${MPS:-0}" = 1 ] && [ "${CPU:-0}" != 1 ]; then
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    export CUDA_MPS_PIPE_DIRECTORY="$PWD/.mps/pipe" CUDA_MPS_LOG_DIRECTORY="$PWD/.mps/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+      ONESHOT_MPS=1; echo "oneshot: MPS daemon started"
+      trap 'echo quit | nvidia-cuda-mps-control; echo "oneshot: MPS daemon stopped"' EXIT
+    else
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; echo "oneshot: MPS daemon did not start; without MPS"
+    fi
+  else
+    echo "oneshot: MPS=1 but no nvidia-cuda-mps-control on this machine; without MPS"
+  fi
+fi
 slice_start=$(date +%s)
 timeout --signal=TERM --kill-after=30 "$SLICE_S" \
   "$PY" -m fairseq_compgen.cli sweep "$SWEEP" --out "$runs" --jobs "$JOBS" "${device[@]}" --only "$ONLY"
@@ -115,7 +134,7 @@ fi
 
 # 4. bring back: records and results of every run, checkpoints of the unfinished ones, steps/s per process
 "$PY" - "$runs" "$OUT" "${PACK:-0}" "${CARRY_MIB:-56}" "$slice_start" <<'EOF'
-import datetime, hashlib, json, re, shlex, shutil, sys, tarfile, tempfile
+import datetime, hashlib, json, os, re, shlex, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
 from fairseq_compgen.pipelines.runner import RECORDS
@@ -164,7 +183,7 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     updates = re.findall(r'"num_updates": "([0-9]+)"', log)
     if ups:
         rates[str(rel)] = {"ups": float(ups[-1]), "num_updates": int(updates[-1]) if updates else None}
-summary = {"runs": n_all, "done": n_done, "processes_logging": len(rates),
+summary = {"runs": n_all, "done": n_done, "mps": os.environ.get("ONESHOT_MPS") == "1", "processes_logging": len(rates),
            "sum_ups": round(sum(r["ups"] for r in rates.values()), 2), "per_run": rates}
 (out / "steps_per_s.json").write_text(json.dumps(summary, indent=1) + "\n")
 print(f"oneshot: {n_done}/{n_all} runs done; {len(rates)} logging, {summary['sum_ups']} updates/s in all")

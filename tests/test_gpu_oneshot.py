@@ -62,7 +62,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     first = state["optimizer_history"][-1]["num_updates"]
     assert first >= 5 and (carried / "command.txt").is_file()
     rates = json.loads((out1 / "steps_per_s.json").read_text())
-    assert rates["runs"] == 1 and rates["done"] == 0 and rates["sum_ups"] > 0
+    assert rates["runs"] == 1 and rates["done"] == 0 and rates["sum_ups"] > 0 and rates["mps"] is False
     assert (unpacked / "long" / "scan" / "rel_uni" / "seed1" / "train.log").is_file()
 
     # a fresh machine: only the carried parts, as they came back; the run resumes from the carried checkpoint
@@ -89,6 +89,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     done = json.loads((run / "done.json").read_text())
     assert set(done["accuracy"]) == {"valid", "gen"}
     assert {p.name for p in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+    assert "gen      n=" in (run / "eval.log").read_text()  # the evaluation's log comes back too
     # what campaign/gpu_import.py checks and pools with: the data it trained on, hashed, and the sweep's plan
     hashes = dict(line.split()[::-1] for line in (run / "data.sha256").read_text().splitlines())
     assert set(hashes) == {f.name for f in scan_bin.iterdir() if f.is_file()}
