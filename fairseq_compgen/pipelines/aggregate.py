@@ -35,8 +35,8 @@ test accuracy at the best validation accuracy that Russin et al. report (the tab
 train.log metric lines, with sweep.json and the tables (see :func:`export`).
 A configuration's ``paper: {dataset/subset: "0.30 ± 0.02"}`` in the sweep file is shown beside its cell as
 "(paper 0.30 ± 0.02; inside)" and in table.csv's paper and verdict columns, as written (the paper's units): the
-verdict says whether our mean lies within 2 of the paper's standard deviations, or within 0.05 where the paper gives a
-single value (`verdict`); ``--spec SWEEP`` takes the
+verdict says whether our mean lies within 2 of the paper's standard deviations (a standard error written as
+"43.0 ± 9.5 (SEM, 3 seeds)" is turned into one), or within 0.05 where the paper gives a single value (`verdict`); ``--spec SWEEP`` takes the
 labels and paper values from the current sweep file for runs planned before they were written there.
 ``--t5-biases`` also plots the learned T5 biases (:mod:`.t5_biases`) of every finished run whose arch
 has them, to OUT/plots/t5_biases/<dataset>_<config>_seed<k>.png.
@@ -307,12 +307,16 @@ def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[
     return None if value is None else str(value)
 
 
-_PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?\s*$")
+# "VALUE", "VALUE ± STD", or "VALUE ± SEM (SEM, N seeds)" where the paper's ± is a standard error (Chaabouni et
+# al.'s tables): the band then uses its standard deviation, SEM * sqrt(N)
+_PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?"
+                    r"(?:\s*\(SEM,\s*(\d+)\s*seeds?\))?\s*$")
 
 
 def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> str:
     """Whether our mean lies inside the paper's band: within 2 of the paper's standard deviations
-    ("0.30 ± 0.02"), at least half a unit of its last printed digit (so "1.00 ± 0.00" accepts [0.995, 1.005]); or
+    ("0.30 ± 0.02"; "43.0 ± 9.5 (SEM, 3 seeds)", a standard error over 3 seeds, is a standard deviation of
+    9.5 * sqrt(3)), at least half a unit of its last printed digit (so "1.00 ± 0.00" accepts [0.995, 1.005]); or
     within 0.05 (times `scale`, the paper's units) where it gives a single value ("0.637"). "" when there is nothing
     to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0"). A paper value
     above 1 against our fractions at scale 1 ("99.8 ± 0.1" against 0.834: the paper's percent) is not compared:
@@ -322,10 +326,12 @@ def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> s
     m = _PAPER.match(str(paper))
     if not m:
         return ""
-    value, decimals, std = float(m.group(1)), len(m.group(2) or ""), m.group(3)
+    value, decimals, std, sem_seeds = float(m.group(1)), len(m.group(2) or ""), m.group(3), m.group(4)
     if scale == 1 and value > 1 and 0 <= cell.mean <= 1:
         return "not compared: the paper's value is in percent, ours a fraction: --scale 100"
-    band = max(2 * float(std), 0.5 * 10 ** -decimals) if std is not None else 0.05 * scale
+    if std is not None:
+        std = float(std) * (math.sqrt(int(sem_seeds)) if sem_seeds else 1.0)
+    band = max(2 * std, 0.5 * 10 ** -decimals) if std is not None else 0.05 * scale
     return "inside" if abs(cell.mean * scale - value) <= band + 1e-12 else "outside"
 
 
