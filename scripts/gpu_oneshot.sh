@@ -17,7 +17,7 @@
 # back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
 # (CPU threads per process on the GPU machine, default 1), MPS=1 (the processes share the GPU through NVIDIA MPS:
 # see step 3), DECODE (where the finished runs are evaluated: cpu, the
-# default, on the machine's cores, one thread each; gpu), PACK=1 (bring back a few flat files, as the device tool
+# default, on the machine's cores, THREADS threads each; gpu), PACK=1 (bring back a few flat files, as the device tool
 # does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
 # default 56).
 #
@@ -96,21 +96,26 @@ fi
 # (--gpu: also a sweep file whose launch says cpu, e.g. a campaign step, trains on the GPU)
 # evaluation on the CPU cores unless DECODE=gpu: on 2026-11-27 ten evaluations taking turns on the H100 had not
 # finished their second subset after about 140 s, where one CPU thread takes 14-19 s (results/gpu_oneshot_h100_20261127)
+case "${DECODE:-cpu}" in cpu|gpu) ;; *) echo "oneshot: DECODE=$DECODE: expected cpu or gpu"; exit 1 ;; esac
 device=(--devices 0 --gpu --threads "${THREADS:-1}"); [ "${DECODE:-cpu}" = gpu ] || device+=(--decode-cpu)
 [ "${CPU:-0}" = 1 ] && device=(--cpu --threads 1)
-# MPS=1: NVIDIA's Multi-Process Service, a daemon of this call's own (pipe and log folders under .mps/, stopped at
-# the end), so that the processes' kernels share the GPU instead of taking turns; the GPU's settings are untouched.
-# Not yet tried on a lent GPU: where the daemon does not start, the slice runs without it and says so.
+# MPS=1: NVIDIA's Multi-Process Service, a daemon of this call's own (its pipe under /tmp, short enough for a
+# socket path; its log's tail printed; stopped at the end), so that the processes' kernels share the GPU instead of
+# taking turns; the GPU's settings are untouched. Not yet tried on a lent GPU: unless a CUDA process starts through
+# the daemon within 60 s, the slice runs without it and says so.
 export ONESHOT_MPS=0
 if [ "${MPS:-0}" = 1 ] && [ "${CPU:-0}" != 1 ]; then
   if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-    export CUDA_MPS_PIPE_DIRECTORY="$PWD/.mps/pipe" CUDA_MPS_LOG_DIRECTORY="$PWD/.mps/log"
+    export CUDA_MPS_PIPE_DIRECTORY="/tmp/oneshot-mps.$$/pipe" CUDA_MPS_LOG_DIRECTORY="/tmp/oneshot-mps.$$/log"
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if nvidia-cuda-mps-control -d; then
-      ONESHOT_MPS=1; echo "oneshot: MPS daemon started"
-      trap 'echo quit | nvidia-cuda-mps-control; echo "oneshot: MPS daemon stopped"' EXIT
+    mps_stop() {  # its log's tail into oneshot.log (PACK=1 leaves no room in $OUT for more files)
+      echo quit | nvidia-cuda-mps-control; tail -n 20 "$CUDA_MPS_LOG_DIRECTORY"/*.log 2>/dev/null | sed 's/^/mps: /'; }
+    if nvidia-cuda-mps-control -d && timeout 60 "$PY" -c "import torch; torch.zeros(1).cuda(); torch.cuda.synchronize()"; then
+      ONESHOT_MPS=1; echo "oneshot: MPS daemon started, a CUDA process ran through it"
+      trap 'mps_stop; echo "oneshot: MPS daemon stopped"' EXIT
     else
-      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; echo "oneshot: MPS daemon did not start; without MPS"
+      mps_stop; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+      echo "oneshot: MPS daemon did not serve a CUDA process; without MPS"
     fi
   else
     echo "oneshot: MPS=1 but no nvidia-cuda-mps-control on this machine; without MPS"

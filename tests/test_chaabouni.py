@@ -388,8 +388,24 @@ def test_plot_preferences_are_softmax_over_reachable_distances():
     assert [line.split(":")[0] for line in lines] == ["encoder layer 0", "encoder layer 1", "decoder layer 0",
                                                       "decoder layer 1", "decoder layer 2"]
     w = math.exp(3) / (math.exp(3) + 2)
-    assert lines[3] == ("decoder layer 1: gate beta +0.500, sigmoid 0.622; heads' preferred distance: <=-2: 0.33, "
-                        f"<=-2: 0.33, <=-2: {w:.2f}, <=-2: 0.33")
+    assert lines[3] == ("decoder layer 1: gate beta +0.500, sigmoid 0.622; heads' preferred distance: uniform: 0.33, "
+                        f"uniform: 0.33, <=-2: {w:.2f}, uniform: 0.33")
+
+
+def test_aggregate_t5_biases_keeps_the_plot_and_its_summary(tmp_path):
+    """`aggregate --t5-biases`: per finished T5 run, the plot and, beside it, the printed gates and preferences."""
+    from fairseq_compgen.pipelines import aggregate
+
+    run = tmp_path / "run"
+    run.mkdir()
+    model = build("sag_t5_transformer", rel_span=2, **SMALL)
+    torch.save({"model": model.state_dict()}, run / "checkpoint_last.pt")
+    (run / "done.json").write_text("{}")
+    runs = [{"dir": str(run), "arch": "sag_t5_transformer_scan", "dataset": "jump", "config": "sag_t5", "seed": 1}]
+    (written,) = aggregate.plot_t5_biases(runs, tmp_path / "plots")
+    assert written.name == "jump_sag_t5_seed1.png" and written.stat().st_size > 10_000
+    summary = written.with_suffix(".txt").read_text().splitlines()
+    assert len(summary) == 5 and summary[0].startswith("encoder layer 0: gate beta -1.000, sigmoid 0.269; ")
 
 
 def test_plot_refuses_a_checkpoint_without_t5_biases(tmp_path):

@@ -96,3 +96,11 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     assert json.loads((tmp_path / "out3" / "short" / "sweep.json").read_text())["spec"]["name"] == "short"
     assert json.loads((tmp_path / "out3" / "steps_per_s.json").read_text())["done"] == 1
     assert not (tmp_path / "out3" / "carry").exists()
+
+
+def test_an_unknown_decode_is_one_line(tmp_path):
+    env = dict(os.environ, CPU="1", DECODE="GPU", OUT=str(tmp_path / "out"), RUNS=str(tmp_path / "runs"), PREP="")
+    p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", "positions_length", "scan/rope/seed1"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "oneshot: DECODE=GPU: expected cpu or gpu" in p.stdout, p.stdout + p.stderr
+    assert not (tmp_path / "runs").exists()  # refused before any run started

@@ -98,7 +98,7 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     (run / "checkpoint_best.pt").write_bytes(b"best")
     sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("last", "best")}
     monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=True))
-    evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], cpu=True, echo=lambda s: None)
     last = json.loads((run / "eval" / "gen.json").read_text())
     assert last["accuracy"] == 1.0 and last["checkpoint"] == "checkpoint_last.pt"
     assert last["checkpoint_sha256"] == sha["last"]

@@ -278,6 +278,7 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     ([0.15, 0.17], "43.0 ± 9.5 (SEM, 3 seeds)", 100, "inside"),  # std 9.5 * sqrt(3) = 16.45: band [10.1, 75.9]
     ([0.09, 0.10], "43.0 ± 9.5 (SEM, 3 seeds)", 100, "outside"),  # mean 9.5: 33.5 below, beyond 2 x 16.45
     ([0.20, 0.22], "43.0 ± 9.5", 100, "outside"),  # the same numbers read as a std: band [24, 62]
+    ([0.20, 0.22], "43.0 ± 9.5 (sem, 3 seeds)", 100, "inside"),  # however the suffix is cased
 ])
 def test_verdict_against_the_papers_band(values, paper, scale, expected):
     cell = aggregate.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))

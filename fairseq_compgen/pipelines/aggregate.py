@@ -310,7 +310,7 @@ def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[
 # "VALUE", "VALUE ± STD", or "VALUE ± SEM (SEM, N seeds)" where the paper's ± is a standard error (Chaabouni et
 # al.'s tables): the band then uses its standard deviation, SEM * sqrt(N)
 _PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?"
-                    r"(?:\s*\(SEM,\s*(\d+)\s*seeds?\))?\s*$")
+                    r"(?:\s*\((?i:SEM),\s*(\d+)\s*(?i:seeds?)\))?\s*$")
 
 
 def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> str:
@@ -661,7 +661,9 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
         # its own process: torch stays out of this one
         p = subprocess.run([sys.executable, "-m", "fairseq_compgen.pipelines.t5_biases", str(ckpt), "-o", str(path)],
                            capture_output=True, text=True)
-        if p.returncode == 0:
+        if p.returncode == 0:  # beside the plot, its printed summary: each layer's gate and heads' preferences
+            path.with_suffix(".txt").write_text("\n".join(line for line in p.stdout.splitlines()
+                                                           if not line.startswith("wrote ")) + "\n")
             written.append(path)
         else:
             print(f"aggregate: no T5 bias plot for {r['dir']}: {p.stderr.strip()[-300:]}", file=sys.stderr)

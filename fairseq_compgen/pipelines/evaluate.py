@@ -214,7 +214,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(generate_flags)
     from fairseq_compgen.pipelines.train import machine
-    where = json.loads(machine(cpu))  # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints)
+    # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
+    where = json.loads(machine(cpu or "--cpu" in extra))
     results = {}
     for subset in subsets:
         start = time.monotonic()

@@ -397,7 +397,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
                                                                  **(slurm or {})})
         results = submit.submit_all(ex, selected, threads=threads, echo=echo)
         return _summary(spec, results, out, echo)
-    if cpu and not threads:  # CPU runs side by side share the cores instead of each taking all of them
+    if (cpu or decode_cpu) and not threads:  # CPU runs (or evaluations) side by side share the cores
         threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     runner = Runner(jobs=jobs, devices=devices, threads=threads, echo=echo)
 
@@ -435,7 +435,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--decode-cpu", action="store_true",
                    help="evaluate on CPU wherever the runs train (ten evaluations taking turns on one GPU did not "
                         "finish in 140 s where one thread of CPU takes 15: results/gpu_oneshot_h100_20261127)")
-    p.add_argument("--threads", type=int, help="OMP/MKL threads per run (default with --cpu: cores // --jobs)")
+    p.add_argument("--threads", type=int,
+                   help="OMP/MKL threads per run (default with --cpu or --decode-cpu: cores // --jobs)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
     p.add_argument("--seeds", type=int, nargs="+", metavar="N",
                    help="these seeds instead of the file's, e.g. an unused one: into a new --out (pooled by "

@@ -49,7 +49,7 @@ def preferences(bias: torch.Tensor, causal: bool) -> Tuple[List[str], torch.Tens
 
 def summary(state_dict: Dict[str, torch.Tensor]) -> List[str]:
     """One line per encoder, then decoder layer with a T5 scorer: its SAG gate (beta, sigmoid(beta)) if any, and each
-    head's preferred distance and softmax weight over the reachable distances."""
+    head's preferred distance and softmax weight over the reachable distances ("uniform" for a head without one)."""
     lines = []
     for (stack, layer), bias in sorted(relative_biases(state_dict).items(), key=lambda kv: (kv[0][0] != "encoder", kv[0])):
         labels, pref = preferences(bias, causal=stack == "decoder")
@@ -57,7 +57,9 @@ def summary(state_dict: Dict[str, torch.Tensor]) -> List[str]:
         gate = (f"gate beta {beta.item():+.3f}, sigmoid {torch.sigmoid(beta.float()).item():.3f}; "
                 if beta is not None else "")
         weight, where = pref.max(-1)
-        heads = ", ".join(f"{labels[i]}: {w:.2f}" for w, i in zip(weight.tolist(), where.tolist()))
+        flat = (weight - pref.min(-1).values).le(1e-6).tolist()  # no preference: said so, not its first distance
+        heads = ", ".join(f"{'uniform' if f else labels[i]}: {w:.2f}"
+                          for w, i, f in zip(weight.tolist(), where.tolist(), flat))
         lines.append(f"{stack} layer {layer}: {gate}heads' preferred distance: {heads}")
     return lines
 
