@@ -104,3 +104,28 @@ def test_an_unknown_decode_is_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "oneshot: DECODE=GPU: expected cpu or gpu" in p.stdout, p.stdout + p.stderr
     assert not (tmp_path / "runs").exists()  # refused before any run started
+
+
+def test_mps_that_serves_no_cuda_process_is_stopped_and_the_slice_goes_on_without_it(tmp_path):
+    """MPS=1 on a machine whose daemon starts but serves no CUDA process (here: no CUDA at all; a fake
+    nvidia-cuda-mps-control records how it is called): the daemon is told to quit, its log's tail is printed,
+    the slice goes on without MPS and steps_per_s.json says so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "nvidia-cuda-mps-control"
+    fake.write_text(f"""#!/bin/bash
+echo "args=$* stdin=$( [ -t 0 ] || timeout 1 cat )" >> {calls}
+echo "a line of the server's log" > "$CUDA_MPS_LOG_DIRECTORY/control.log"
+""")
+    fake.chmod(0o755)
+    env = dict(os.environ, MPS="1", SLICE_S="20", OUT=str(tmp_path / "out"), RUNS=str(tmp_path / "runs"), PREP="",
+               PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.pop("CPU", None)
+    p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", "positions_length", "no/such/run"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert calls.read_text().splitlines() == ["args=-d stdin=", "args= stdin=quit"]
+    assert "mps: a line of the server's log" in p.stdout
+    assert "oneshot: MPS daemon did not serve a CUDA process; without MPS" in p.stdout
+    assert json.loads((tmp_path / "out" / "steps_per_s.json").read_text())["mps"] is False
