@@ -102,3 +102,23 @@ def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):
     (tmp_path / "scan/a/seed2/data.sha256").write_text(f"{'5' * 64}  dict.src.txt\n{'2' * 64}  train.src-tgt.src.bin\n")
     with pytest.raises(UsageError, match="were trained on different data for dataset 'scan'"):
         aggregate.collect(tmp_path)
+
+
+def test_the_machine_column_names_an_evaluation_made_elsewhere(tmp_path):
+    """A run trained on a lent GPU and evaluated on CPU (eval/*.json's "evaluated"): the machine column says both;
+    one evaluated where it trained, or before the field existed, names its training machine only."""
+    import json
+
+    _fake_sweep(tmp_path, {("scan", "a"): {1: {"gen": 0.1}, 2: {"gen": 0.2}}})
+    gpu = {"host": "vm", "cpu": "Xeon", "cores": 16, "threads": 1, "gpu": "1 x H100", "torch": "2.11", "python": "3.12"}
+    cpu = dict(gpu, cores=2, gpu=None)
+    for seed, evaluated in ((1, cpu), (2, gpu)):
+        run = tmp_path / f"scan/a/seed{seed}"
+        (run / "machine.txt").write_text(json.dumps(gpu))
+        result = run / "eval" / "gen.json"
+        result.write_text(json.dumps(dict(json.loads(result.read_text()), evaluated={"machine": evaluated,
+                                                                                      "seconds": 15.0})))
+    spec, runs, cells = aggregate.collect(tmp_path)
+    machines = [row["machine"] for row in aggregate.run_rows(runs, cells)]
+    assert machines == ["vm: Xeon, 16 cores, 1 threads, 1 x H100; evaluated on vm: Xeon, 2 cores, 1 threads, no GPU",
+                        "vm: Xeon, 16 cores, 1 threads, 1 x H100"]

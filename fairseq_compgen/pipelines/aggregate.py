@@ -413,12 +413,27 @@ def _machine_text(machine: Optional[dict]) -> str:
     return text + (f", {machine['gpu']}" if machine.get("gpu") else ", no GPU")
 
 
+def machine_text(folder: Path) -> str:
+    """Where a run trained (machine.txt), and, where its evaluation records another machine (eval/*.json's
+    "evaluated": a lent GPU's run evaluated on CPU), "; evaluated on" that one."""
+    machine = folder / "machine.txt"
+    text = _machine_text(json.loads(machine.read_text()) if machine.is_file() else None)
+    evaluated = set()
+    for result in sorted((folder / "eval").glob("*.json")):
+        where = (json.loads(result.read_text()).get("evaluated") or {}).get("machine")
+        if where:
+            evaluated.add(_machine_text(where))
+    others = sorted(evaluated - {text})
+    return text + "".join(f"; evaluated on {other}" for other in others)
+
+
 def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[dict]:
     """One row per run that contributed to `cells` (collect's; so a run left out there is left out here): dataset,
     config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log),
     evaluation seconds (done.json), commit, data (the first 12 hex digits of `train.same_data_key` of its data.json:
     the data files' hash that pooling compares, so one dataset's runs show one value; "not recorded" for runs made
-    before data.json), machine (machine.txt; "not recorded" for runs made before it was)."""
+    before data.json), machine (machine_text: machine.txt, "not recorded" for runs made before it was, and the
+    evaluation's machine where that differs)."""
     rows = []
     for r in runs:
         values = {s: c.values[r["seed"]] for (d, s, cfg), c in cells.items()
@@ -427,13 +442,12 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
             continue
         folder = Path(r["dir"])
         done = read_done(folder)
-        machine = folder / "machine.txt"
         rows.append({
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
             "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
             "eval_s": done.get("eval_s"),
             "commit": commit_text(done), "data": (data_sha256(r) or "not recorded")[:12],
-            "machine": _machine_text(json.loads(machine.read_text()) if machine.is_file() else None),
+            "machine": machine_text(folder),
         })
     return rows
 
