@@ -114,6 +114,11 @@ def test_compgen_eval_scores_gen(trained, scan):
     assert len(H) == len(T) == 2624
     correct = sum(H[i] == T[i] for i in T)
     assert r["correct"] == correct and r["accuracy"] == pytest.approx(correct / 2624)
+    # per reference length, counted the same way: SCAN length's gen set holds outputs of 27-48 actions
+    for length, c in r["per_length"].items():
+        ids = [i for i in T if len(T[i]) == int(length)]
+        assert (c["n"], c["correct"]) == (len(ids), sum(H[i] == T[i] for i in ids)), length
+    assert sum(c["n"] for c in r["per_length"].values()) == 2624 and min(map(int, r["per_length"])) == 27
 
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):

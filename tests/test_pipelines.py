@@ -406,6 +406,55 @@ def test_aggregate_categories_and_export(tmp_path):
         assert (dest / name).is_file(), name
 
 
+def _per_length(folder: Path, subset: str, counts):
+    """Give a fake run's eval/<subset>.json a per_length: {length: (n, correct)}."""
+    path = folder / "eval" / f"{subset}.json"
+    result = json.loads(path.read_text())
+    result["per_length"] = {str(k): {"n": n, "correct": c, "accuracy": c / n} for k, (n, c) in counts.items()}
+    path.write_text(json.dumps(result, sort_keys=True))  # sorted keys: "10" before "9", as eval writes them
+
+
+def test_aggregate_by_length_table_plot_and_export(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    _fake_sweep(out, {("scan", "a"): {1: {"gen": 0.5}, 2: {"gen": 0.7}, 3: {"gen": 0.1}},
+                      ("scan", "b"): {1: {"gen": 0.2}}})
+    runs = out / "scan"
+    _per_length(runs / "a" / "seed1", "gen", {9: (4, 4), 10: (2, 1)})
+    _per_length(runs / "a" / "seed2", "gen", {9: (4, 2), 10: (2, 0)})
+    _per_length(runs / "b" / "seed1", "gen", {9: (4, 1), 10: (2, 2)})
+    # seed 3 of a was evaluated before per_length was recorded: left out, and named
+    dest = tmp_path / "results" / "fake"
+    argv = [str(out), "--by-length", "gen", "--export", str(dest)]
+    assert aggregate.main(argv + ([] if aggregate.have_matplotlib() else ["--no-plots"])) == 0
+    text = (out / "by_length_gen.md").read_text()
+    rows = text.splitlines()
+    assert rows[0] == "### SCAN: gen, exact match per reference length (tokens), mean ± std over seeds"
+    assert rows[2] == "| reference length | examples | a (seeds 1, 2) | Big (seeds 1) |"
+    assert rows[4:6] == ["| 9 | 4 | 0.750 ± 0.354 | 0.250 |",  # numerically ordered: 9 before 10
+                         "| 10 | 2 | 0.250 ± 0.354 | 1.000 |"]
+    assert "Left out: 1 finished run(s) whose eval/gen.json has no per_length" in text and "scan/a/seed3" in text
+    assert (dest / "by_length_gen.md").read_text() == text
+    if aggregate.have_matplotlib():
+        assert (out / "plots" / "scan_by_length_gen.png").stat().st_size > 0
+
+
+def test_aggregate_by_length_refuses_runs_on_other_data_and_runs_without_counts(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    _fake_sweep(out, {("scan", "a"): {1: {"gen": 0.5}, 2: {"gen": 0.7}}})
+    with pytest.raises(UsageError) as e:
+        aggregate.main([str(out), "--no-plots", "--by-length", "gen"])
+    assert str(e.value).startswith("--by-length gen: no finished run's eval/gen.json has per_length")
+    _per_length(out / "scan" / "a" / "seed1", "gen", {9: (4, 4)})
+    _per_length(out / "scan" / "a" / "seed2", "gen", {9: (5, 4)})
+    with pytest.raises(UsageError) as e:
+        aggregate.main([str(out), "--no-plots", "--by-length", "gen"])
+    assert str(e.value) == (f"{out / 'scan' / 'a' / 'seed2' / 'eval' / 'gen.json'}: 5 examples of reference length 9, "
+                            f"but {out / 'scan' / 'a' / 'seed1' / 'eval' / 'gen.json'} has 4: expected runs of one "
+                            "dataset to be evaluated on the same data")
+
+
 def test_seeds_option_reruns_a_cell_with_an_unused_seed(scan_bin, tmp_path):
     """`fairseq-compgen sweep ... --seeds 4`: the file's seeds replaced (sweep-wide and per dataset), --seed 4 in the
     command; adding seed 4 to a folder of seeds 1-2 needs those seeds too, else the plan would drop them (refused)."""

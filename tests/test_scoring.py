@@ -97,6 +97,19 @@ def test_per_category():
     assert (r["n"], r["correct"]) == (5, 3)
 
 
+def test_per_length_counts_by_reference_tokens():
+    """Reference lengths: id 3 has 1 token (right), ids 0 and 2 have 2 (0 right, 2 too long), id 4 has 3 (right),
+    id 1 has 4 (a prefix: wrong); the hypothesis's own length never decides the group."""
+    r = score_generate_output(lines())
+    assert r["per_length"] == {
+        "1": {"n": 1, "correct": 1, "accuracy": 1.0},
+        "2": {"n": 2, "correct": 1, "accuracy": 0.5},
+        "3": {"n": 1, "correct": 1, "accuracy": 1.0},
+        "4": {"n": 1, "correct": 0, "accuracy": 0.0},
+    }
+    assert score_generate_output(lines(), categories=["a"] * 5)["per_length"] == r["per_length"]
+
+
 def test_missing_hypothesis_names_the_id():
     text = "".join(l for l in lines() if not l.startswith("H-2\t"))
     with pytest.raises(ScoringError, match=r"no hypothesis \(H-\): 2$"):

@@ -2,7 +2,7 @@
 
     fairseq-compgen aggregate OUT [OUT ...] [--metric accuracy] [--best] [--scale 100] [--digits 2]
         [--transpose] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
-        [--categories SUBSET] [--early-stopping SUBSET] [--export results/NAME]
+        [--categories SUBSET] [--by-length SUBSET] [--early-stopping SUBSET] [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Several OUTs of the same sweep (seeds run
 on other machines or days, into other folders) are pooled: each planned run counts once, from the folder where it
@@ -26,6 +26,8 @@ metric on each validated subset vs updates, from the validation records of the r
 ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
+``--by-length SUBSET`` also writes OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png: exact match per
+reference length, mean ± std over seeds (:mod:`.by_length`).
 ``--compare A B`` also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
 two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import re
@@ -61,7 +64,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError, read_json
-from fairseq_compgen.pipelines import train_log
+from fairseq_compgen.pipelines import by_length, train_log
 from fairseq_compgen.pipelines.compare import permutation_p
 from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
@@ -526,7 +529,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
             atomic_write_text(to / "train_metrics.log", "".join(lines))
         n += 1
     for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
-                 *sorted(out.glob("categories_*.md")),
+                 *sorted(out.glob("categories_*.md")), *sorted(out.glob("by_length_*.md")),
                  *sorted(out.glob("early_stopping_*.md")), *sorted(out.glob("compare_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
@@ -535,19 +538,26 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
     return n
 
 
-def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -> str:
-    """Mean exact match per category of `subset` (eval/<subset>.json's per_category), one column per
-    (dataset, configuration) with finished runs; the seeds averaged are named in the header."""
-    per: Dict[Tuple[str, str], Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
-    seeds: Dict[Tuple[str, str], List[int]] = defaultdict(list)
+def exact_match_results(runs: List[dict], subset: str, flag: str):
+    """(run, path, eval/<subset>.json) of every finished run that has one; UsageError (naming `flag`) for a
+    result that is not exact match."""
     for r in runs:
         path = Path(r["dir"]) / "eval" / f"{subset}.json"
         if not _finished(r) or not path.is_file():
             continue
         result = read_json(path, EVAL_EXPECTED)
         if not isinstance(result, dict) or "accuracy" not in result:
-            raise UsageError(f"{path} has no exact-match 'accuracy' (--categories is for exact-match results); "
+            raise UsageError(f"{path} has no exact-match 'accuracy' ({flag} is for exact-match results); "
                              f"its keys: {', '.join(result)}")
+        yield r, path, result
+
+
+def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -> str:
+    """Mean exact match per category of `subset` (eval/<subset>.json's per_category), one column per
+    (dataset, configuration) with finished runs; the seeds averaged are named in the header."""
+    per: Dict[Tuple[str, str], Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    seeds: Dict[Tuple[str, str], List[int]] = defaultdict(list)
+    for r, _, result in exact_match_results(runs, subset, "--categories"):
         for cat, v in (result.get("per_category") or {}).items():
             per[r["dataset"], r["config"]][cat].append(float(v["accuracy"]))
         per[r["dataset"], r["config"]]["**overall**"].append(float(result["accuracy"]))
@@ -564,6 +574,29 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
         lines.append("| " + " | ".join([cat] + [f"{statistics.fmean(v):.{digits}f}" if v else "" for v in vals])
                      + " |")
     return "\n".join(lines) + "\n"
+
+
+def by_length_groups(runs: List[dict], subset: str) -> Tuple[by_length.Groups, List[str]]:
+    """(dataset, config) -> seed -> per_length of eval/<subset>.json, for --by-length; and the finished runs left
+    out because their result has no per_length (evaluated before it was recorded). UsageError when no run has
+    one, or when two runs of a dataset count different examples of one length (not the same data)."""
+    groups: by_length.Groups = defaultdict(dict)
+    left_out, seen = [], {}
+    for r, path, result in exact_match_results(runs, subset, "--by-length"):
+        per_length = result.get("per_length")
+        if not per_length:
+            left_out.append(f"{r['dataset']}/{r['config']}/seed{r['seed']}")
+            continue
+        for length, c in per_length.items():
+            first = seen.setdefault((r["dataset"], length), (c["n"], path))
+            if first[0] != c["n"]:
+                raise UsageError(f"{path}: {c['n']} examples of reference length {length}, but {first[1]} has "
+                                 f"{first[0]}: expected runs of one dataset to be evaluated on the same data")
+        groups[r["dataset"], r["config"]][r["seed"]] = per_length
+    if not groups:
+        raise UsageError(f"--by-length {subset}: no finished run's eval/{subset}.json has per_length (runs "
+                         f"evaluated before it was recorded: {len(left_out)}); rerun their evaluation to record it")
+    return dict(groups), left_out
 
 
 def learning_curves(log: Path, metric: str = "accuracy", logged: Optional[set] = None) -> Dict[str, Dict[int, float]]:
@@ -737,6 +770,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--categories", metavar="SUBSET",
                    help="also write OUT/categories_SUBSET.md: mean exact match per category of SUBSET "
                         "(eval/SUBSET.json's per_category, e.g. COGS gen)")
+    p.add_argument("--by-length", metavar="SUBSET",
+                   help="also write OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png: exact match "
+                        "per reference length over seeds (eval/SUBSET.json's per_length; pipelines/by_length.py)")
     p.add_argument("--early-stopping", metavar="SUBSET",
                    help="also write OUT/early_stopping_SUBSET.md: per run, every validated subset's in-loop value at "
                         "the update where SUBSET's was best (ties: the later, as fairseq's checkpoint_best.pt)")
@@ -768,6 +804,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cat_md = category_table(spec, runs, a.categories)
         atomic_write_text(out / f"categories_{a.categories}.md", cat_md)
         print(cat_md, end="")
+    length_groups = None
+    if a.by_length:
+        length_groups, left_out = by_length_groups(runs, a.by_length)
+        len_md = by_length.table(length_groups, a.by_length, functools.partial(_label, spec), left_out)
+        atomic_write_text(out / f"by_length_{a.by_length}.md", len_md)
+        print(len_md, end="")
     if a.early_stopping:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
         atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
@@ -789,6 +831,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         plots = Path(a.plots or out / "plots")
         for path in plot_curves(spec, runs, plots, a.scale, a.metric):
             print(f"plot: {path}")
+        if length_groups:
+            for path in by_length.plot(length_groups, a.by_length, functools.partial(_label, spec), plots):
+                print(f"plot: {path}")
         if a.t5_biases:
             for path in plot_t5_biases(runs, plots / "t5_biases"):
                 print(f"plot: {path}")

@@ -20,6 +20,11 @@ token as ``<unk>``, so a reference with an unknown word never matches.)
 
 The categories file has one category per line; line k (0-based) is the
 category of example id k.
+
+Every result also counts exact match per reference length in tokens
+(``per_length``), the x axis of the length-generalization figures (e.g.
+Csordás et al. 2021, SCAN length; Ruoss et al. 2023): ``fairseq-compgen
+aggregate --by-length SUBSET`` tabulates and plots it over seeds.
 """
 
 from __future__ import annotations
@@ -113,8 +118,10 @@ def score_generate_output(
 ) -> dict:
     """Exact-match accuracy of fairseq-generate output.
 
-    Returns ``{"n", "correct", "accuracy", "per_category": {cat: {"n", "correct", "accuracy"}}}``
-    (``per_category`` is empty without categories).  Raises ScoringError
+    Returns ``{"n", "correct", "accuracy", "per_category": {cat: {"n", "correct", "accuracy"}},
+    "per_length": {reference length: {"n", "correct", "accuracy"}}}`` (``per_category`` is empty without
+    categories; ``per_length``'s keys are the reference's token counts as strings, as JSON needs: read them as
+    numbers, since a JSON file written with sorted keys puts "10" before "9").  Raises ScoringError
     naming the ids when a reference has no hypothesis or the reverse, when the
     count differs from ``expected_count``, or when the categories do not line
     up with the ids.
@@ -140,22 +147,28 @@ def score_generate_output(
 
     correct = 0
     per_cat: Dict[str, Dict[str, int]] = {}
+    per_len: Dict[int, Dict[str, int]] = {}
     for idx in sorted(refs):
         ok = exact_match(hyps[idx], refs[idx])
         correct += ok
+        groups = [per_len.setdefault(len(refs[idx]), {"n": 0, "correct": 0})]
         if categories is not None:
-            c = per_cat.setdefault(categories[idx], {"n": 0, "correct": 0})
+            groups.append(per_cat.setdefault(categories[idx], {"n": 0, "correct": 0}))
+        for c in groups:
             c["n"] += 1
             c["correct"] += ok
     return {
         "n": n,
         "correct": correct,
         "accuracy": correct / n,
-        "per_category": {
-            cat: {"n": c["n"], "correct": c["correct"], "accuracy": c["correct"] / c["n"]}
-            for cat, c in sorted(per_cat.items())
-        },
+        "per_category": _rates(sorted(per_cat.items())),
+        "per_length": _rates((str(k), c) for k, c in sorted(per_len.items())),
     }
+
+
+def _rates(groups: Iterable) -> Dict[str, Dict[str, float]]:
+    """(name, {"n", "correct"}) pairs -> {name: {"n", "correct", "accuracy"}}, in the order given."""
+    return {name: {"n": c["n"], "correct": c["correct"], "accuracy": c["correct"] / c["n"]} for name, c in groups}
 
 
 def _ids(ids: List[int], limit: int = 20) -> str:
