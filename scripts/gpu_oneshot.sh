@@ -13,7 +13,8 @@
 # this call, default 480, so that evaluation and copying fit in the 10 minutes), OUT (where raw files go; the
 # device tool sets it),
 # PREP (the `fairseq-compgen prep` arguments to run first, ';'-separated, each skipped when its folder exists;
-# default: the SCAN splits the papers use), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
+# default: SCAN length cutoff 26, the data of the default sweep's SCAN column and of positions_length's SCAN
+# rows), RUNS (run folders, default runs/oneshot), CARRY (folder of runs carried
 # back, default gpu_carry), CPU=1 (train on CPU: how the test suite runs this script, with a tiny budget), THREADS
 # (CPU threads per process on the GPU machine, default 1), MPS=1 (the processes share the GPU through NVIDIA MPS:
 # see step 3), DECODE (where the finished runs are evaluated: cpu, the
@@ -41,7 +42,7 @@ ONLY=${2:-scan/*}
 JOBS=${JOBS:-8}
 SLICE_S=${SLICE_S:-480}
 OUT=${OUT:-runs/gpu_oneshot_out}
-PREP=${PREP-scan --split length_cutoff_26 --split addprim_jump --split around_right --split length --out data/scan}
+PREP=${PREP-scan --split length_cutoff_26 --out data/scan}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/oneshot.log") 2>&1
 echo "oneshot: $(date -Is) sweep=$SWEEP only=$ONLY jobs=$JOBS slice=${SLICE_S}s commit=$(head -n 1 commit.manifest 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo none)"

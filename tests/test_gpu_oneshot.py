@@ -129,3 +129,19 @@ echo "a line of the server's log" > "$CUDA_MPS_LOG_DIRECTORY/control.log"
     assert "mps: a line of the server's log" in p.stdout
     assert "oneshot: MPS daemon did not serve a CUDA process; without MPS" in p.stdout
     assert json.loads((tmp_path / "out" / "steps_per_s.json").read_text())["mps"] is False
+
+
+def test_the_default_prep_makes_the_default_sweeps_data(tmp_path):
+    """Without PREP, the script prepares the data its default sweep and runs (SWEEP, ONLY) train on: each
+    ';'-separated step is one `fairseq-compgen prep` command line (an option given twice would keep its last)."""
+    from fairseq_compgen.pipelines.sweep_schema import load_spec
+
+    text = (REPO / "scripts" / "gpu_oneshot.sh").read_text()
+    sweep, only, prep = (re.search(rf"^{name}=\$\{{{arg}(.+)\}}$", text, re.M).group(1)
+                         for name, arg in (("SWEEP", "1:-"), ("ONLY", "2:-"), ("PREP", "PREP-")))
+    for step in prep.split(";"):
+        p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "prep", *step.split()], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+    data = tmp_path / load_spec(sweep)["datasets"][only.split("/")[0]]["data"]
+    assert {"dict.src.txt", "train.src-tgt.src.bin", "gen.src-tgt.tgt.idx"} <= {f.name for f in data.iterdir()}

@@ -125,3 +125,17 @@ def test_task_flag_refuses_half_weights(scan_bin):
     model = build("compgen_transformer").to(torch.bfloat16)
     with pytest.raises(UsageError, match="--autocast-bf16 needs float32 weights"):
         autocast_criterion(object(), model, True)
+
+
+def test_task_flag_refuses_amp():
+    """--amp: fairseq wraps the optimizer in its AMPOptimizer (CUDA fp16 autocast, loss scaler); the two mixed
+    precisions are not nested."""
+    from fairseq.optim.amp_optimizer import AMPOptimizer
+
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.tasks.autocast import autocast_criterion
+
+    model = build("compgen_transformer")
+    with pytest.raises(UsageError, match="--autocast-bf16 and --amp are two mixed precisions"):
+        autocast_criterion(object(), model, True, AMPOptimizer.__new__(AMPOptimizer))
+    assert autocast_criterion("criterion", model, False, AMPOptimizer.__new__(AMPOptimizer)) == "criterion"

@@ -59,15 +59,23 @@ def hardware_bf16(device_type: str) -> bool:
     return any(check() for check in checks if check is not None)
 
 
-def autocast_criterion(criterion, model, enabled: bool):
-    """`criterion`, or a wrapper that calls it under bf16 autocast on the model's device, when `enabled`."""
+def autocast_criterion(criterion, model, enabled: bool, optimizer=None):
+    """`criterion`, or a wrapper that calls it under bf16 autocast on the model's device, when `enabled`. Refused
+    with half-precision weights (--fp16, --bf16) and with --amp (fairseq wraps the optimizer for its fp16
+    autocast and loss scaler), whose own mixed precision this would nest inside."""
     if not enabled:
         return criterion
+    from fairseq.optim.amp_optimizer import AMPOptimizer
+
+    from fairseq_compgen.errors import UsageError
+
     weights = next(model.parameters())
     if weights.dtype != torch.float32:
-        from fairseq_compgen.errors import UsageError
         raise UsageError(f"--autocast-bf16 needs float32 weights, but the model's are {weights.dtype}: leave out "
                          f"--fp16 / --bf16 / --memory-efficient-fp16 / --memory-efficient-bf16")
+    if isinstance(optimizer, AMPOptimizer):
+        raise UsageError("--autocast-bf16 and --amp are two mixed precisions (bf16 autocast; fairseq's CUDA fp16 "
+                         "autocast with a loss scaler): leave out one of them")
     device_type = weights.device.type
     if device_type not in _warned and not hardware_bf16(device_type):
         _warned.add(device_type)

@@ -21,7 +21,7 @@ class CheckedTrainStep:
     --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line (check_loss below)."""
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16)
+        criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16, optimizer)
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         check_loss(out[0], model, optimizer, update_num, ignore_grad)
         return out
