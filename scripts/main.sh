@@ -3,7 +3,8 @@
 # Transformer and the Relative Universal Transformer of Csordás et al. (2021) side by side on the length re-split
 # with cutoff 26 (Table 4's hyperparameters, one CPU thread each), record their learning curves (in-loop exact
 # match on the IID and generalization sets every MAIN_EVAL_EVERY updates), evaluate the last checkpoints with
-# greedy fairseq-generate, print a table and write the curves as a PNG.
+# greedy fairseq-generate, print a table (and the generalization set's accuracy per output length) and write the
+# curves as a PNG.
 #
 #   bash scripts/main.sh                        # ~17 minutes on 2 CPU cores after setup (2,000 updates each)
 #   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (docs/results.md)
@@ -48,5 +49,13 @@ for a in archs:
     last = curve[a]["points"][-1] if curve[a]["points"] else None
     loop = f"{last['valid']['accuracy']:.3f} / {last['gen']['accuracy']:.3f} ({last['updates']})" if last else "-"
     print(f"| {a} | {cells} | {loop} | {paper[a]} |")
+# where the generalization set is lost: its outputs are 27-48 actions long, training's at most 26
+gen = {a: json.load(open(f"{out}/{a}_s{seed}/eval/gen.json"))["per_length"] for a in archs}
+print("\ngeneralization set by output length (actions): exact match (right / examples)")
+print("| output length | " + " | ".join(archs) + " |")
+print("|---|" + "---|" * len(archs))
+for length in sorted(gen[archs[0]], key=int):
+    print(f"| {length} | " + " | ".join(f"{gen[a][length]['accuracy']:.3f} ({gen[a][length]['correct']}/"
+                                         f"{gen[a][length]['n']})" for a in archs) + " |")
 print(f"\nlearning curves: {out}/curve.png (data: {out}/curve.json)")
 PY
