@@ -41,6 +41,7 @@ if [ -n "$dirty" ]; then
 fi
 HEAD=$(git rev-parse HEAD)
 mkdir -p "$STATE"
+STATE=$(cd "$STATE" && pwd)  # absolute, no trailing slash: the re-exec below compares paths as strings
 TREE="$STATE/tree-${HEAD:0:12}"
 # two lanes started together would race to add the same worktree: one lock file in STATE serializes it. Under the
 # same lock, the worktrees of earlier commits that no running process names are removed (every process of a lane
@@ -58,7 +59,8 @@ named_by_a_process() {  # a running process has "$1/" on its command line (read 
   [ -d "$TREE" ] || git worktree add --detach "$TREE" "$HEAD" >/dev/null
   for old in "$STATE"/tree-*; do
     if [ -d "$old" ] && [ "$old" != "$TREE" ] && ! named_by_a_process "$old"; then
-      git worktree remove --force "$old" && echo "campaign: removed the unused worktree $old"
+      if git worktree remove --force "$old"; then echo "campaign: removed the unused worktree $old"
+      else echo "campaign: could not remove the old worktree $old; left as it is" >&2; fi
     fi
   done
 ) 9>"$STATE/.worktree.lock"
@@ -75,17 +77,24 @@ cd "$STATE"
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 RECORDS=$("$PY" -c "from fairseq_compgen.pipelines.runner import RECORDS; print(*RECORDS)")
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
-prep_once() {
-  local out="" prev=""
-  for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
-  if [ -n "$out" ] && [ -e "$out" ]; then return 0; fi
-  fcg prep "$@"
+prep_once() {  # a queue's prep line runs once per state folder: a marker per command line, written when it succeeded
+  # (an output folder alone does not say that: prep makes it before its files, and a session may end in between);
+  # under a lock, so that two lanes never prepare one folder at once (the second waits, then skips). prep replaces
+  # its output whole, so a line without a marker (a state folder older than the markers) simply prepares again.
+  local marker
+  marker="$STATE/.prepared/$(printf '%s\n' "$*" | sha1sum | cut -c1-16)"
+  [ -e "$marker" ] && return 0
+  (
+    flock 8
+    [ -e "$marker" ] && exit 0
+    fcg prep "$@" && mkdir -p "$STATE/.prepared" && printf '%s\n' "$*" > "$marker"
+  ) 8>"$STATE/.prep.lock"
 }
 
-committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed under results/campaign, or
-  # under results/campaign_gpu (finished on a lent GPU: campaign/gpu_import.py)
-  git -C "$REPO" ls-files --error-unmatch -- "results/campaign/$1/done.json" >/dev/null 2>&1 ||
-    git -C "$REPO" ls-files --error-unmatch -- "results/campaign_gpu/$1/done.json" >/dev/null 2>&1
+committed() {  # run folder (sweep/dataset/config/seedK) whose done.json is committed (in HEAD, not only staged)
+  # under results/campaign, or under results/campaign_gpu (finished on a lent GPU: campaign/gpu_import.py)
+  git -C "$REPO" cat-file -e "HEAD:results/campaign/$1/done.json" 2>/dev/null ||
+    git -C "$REPO" cat-file -e "HEAD:results/campaign_gpu/$1/done.json" 2>/dev/null
 }
 
 collect() {  # copy and commit every finished run of a sweep not yet in results/campaign
@@ -127,14 +136,20 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
     carried=""
     if [ -n "$(git -C "$REPO" ls-files -- "results/campaign/_carry/$rel")" ]; then
       carried="results/campaign/_carry/$rel"
-      git -C "$REPO" rm -r -q -- "$carried"
     fi
-    for i in 1 2 3 4 5; do
-      git -C "$REPO" add -- "results/campaign/$rel" $sweep_json &&
-        git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" $sweep_json $carried && break
+    ok=""
+    for i in 1 2 3 4 5; do  # retried: the other lane or carry.py may hold git's index lock for a moment
+      { [ -z "$carried" ] || git -C "$REPO" rm -r -q --ignore-unmatch -- "$carried"; } &&
+        git -C "$REPO" add -- "results/campaign/$rel" $sweep_json &&
+        git -C "$REPO" commit -q -m "$msg" -- "results/campaign/$rel" $sweep_json $carried && { ok=1; break; }
       sleep 5
     done
-    echo "campaign: committed $rel"
+    if [ -n "$ok" ]; then
+      echo "campaign: committed $rel"
+    else
+      echo "campaign: could not commit $rel (git failed 5 times); its files are in results/campaign/$rel and the" \
+        "next collect commits them" >&2
+    fi
   done
 }
 
@@ -163,9 +178,17 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   name=$(basename "$sweep" .yaml)
   echo "campaign: $(date -Is) step $sweep $glob"
   # one run at a time, so that each run's files are committed as soon as it finishes
-  fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" | grep -v '^ ' | cut -d' ' -f1 |
+  if ! plan=$(fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --dry-run --only "$glob" </dev/null); then
+    echo "campaign: step $sweep $glob: the sweep's dry run failed (above); step skipped" >&2
+    continue
+  fi
+  runs=$(grep -v '^ ' <<< "$plan" | cut -d' ' -f1) || true
+  if [ -z "$runs" ]; then
+    echo "campaign: step $sweep $glob: no run of the sweep matches; step skipped" >&2
+    continue
+  fi
   while read -r run; do
-    if [ -e "$moved" ]; then continue; fi  # read on to the end: a pipe closed early would fail its writer
+    if [ -e "$moved" ]; then continue; fi
     # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)
     if committed "$name/$run"; then
       continue
@@ -173,7 +196,7 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
     if code_moved; then : > "$moved"; fi  # between runs only: no run trains at two commits because of this
-  done
+  done <<< "$runs"
 done
 if [ -e "$moved" ]; then
   rm -f "$moved"

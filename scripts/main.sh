@@ -7,7 +7,9 @@
 # curves as a PNG.
 #
 #   bash scripts/main.sh                        # ~17 minutes on 2 CPU cores after setup (2,000 updates each)
-#   MAIN_UPDATES=6000 bash scripts/main.sh      # longer: rel-uni's generalization keeps rising (docs/results.md)
+#   MAIN_UPDATES=6000 MAIN_OUT=runs/main6000 bash scripts/main.sh   # longer: rel-uni's gen keeps rising (docs/results.md)
+#
+# MAIN_OUT must be new or empty: an earlier run's folder is never written over (choose another MAIN_OUT, or remove it).
 #
 # Environment: MAIN_UPDATES (default 2000), MAIN_EVAL_EVERY (default 250), MAIN_OUT (default runs/main),
 # MAIN_SEED (default 1). The curve: MAIN_OUT/curve.png and MAIN_OUT/curve.json (benchmarks/time_to_accuracy.py).
@@ -18,6 +20,10 @@ bash scripts/setup.sh
 . .venv/bin/activate
 updates=${MAIN_UPDATES:-2000} every=${MAIN_EVAL_EVERY:-250} out=${MAIN_OUT:-runs/main} seed=${MAIN_SEED:-1}
 data=data/scan/length_cutoff_26/bin
+if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "main: $out holds an earlier run (checkpoints, curve.json): expected a new or empty MAIN_OUT; set MAIN_OUT to another folder, or remove $out to start again" >&2
+  exit 1
+fi
 archs=(compgen_transformer_scan rel_uni_transformer_scan)
 
 fairseq-compgen prep scan --split length_cutoff_26 --out data/scan

@@ -115,6 +115,26 @@ def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_pa
     assert p.returncode == 1 and "uncommitted changes" in p.stderr
 
 
+def test_prep_lines_run_once_per_state_folder_and_a_step_without_runs_is_skipped_with_a_message(tmp_path):
+    """A prep line is done when it succeeded, not when its output folder exists (prep makes the folder before its
+    files: a session ending in between used to leave the line skipped for good); a step whose glob matches no run
+    says so and the queue goes on (it used to end the lane silently)."""
+    repo, state, _ = _clone_with(tmp_path, {"campaign/tiny_queue.txt": (
+        "prep scan --split length_cutoff_26 --out data/scan\n"
+        "fairseq_compgen/sweeps/positions_length.yaml scan/no_such_encoding/seed1\n"
+        "prep scan --split length_cutoff_26 --out data/scan\n")})
+    (state / "data" / "scan").mkdir(parents=True)  # a prep cut off after making its output folder
+    p = _campaign(repo, state)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert (state / "data" / "scan" / "length_cutoff_26" / "bin" / "dict.src.txt").is_file()
+    assert p.stdout.count("SCAN split length_cutoff_26") == 1, p.stdout  # prepared once: the same line again skips
+    assert ("step fairseq_compgen/sweeps/positions_length.yaml scan/no_such_encoding/seed1: no run of the sweep "
+            "matches; step skipped") in p.stderr
+    assert "queue finished" in p.stdout
+    p = _campaign(repo, state)  # restarted: nothing prepared again
+    assert p.returncode == 0 and "SCAN split" not in p.stdout, p.stdout
+
+
 def test_campaign_goes_on_from_a_code_commit_made_while_a_run_trains(scan_bin, tmp_path):
     """A commit that changes code (anything outside results/), made while the first run trains: that run finishes
     at the commit it started from, and the next run trains at the new HEAD (the worktree of the commit after the

@@ -404,7 +404,9 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     def on_term(signum, frame):
         raise KeyboardInterrupt
     main_thread = threading.current_thread() is threading.main_thread()
-    old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
+    # a hangup stops the runs as SIGTERM does, unless hangups are ignored (under nohup: the campaign's lanes)
+    sigs = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not signal.SIG_IGN]
+    old = {sig: signal.signal(sig, on_term) for sig in sigs} if main_thread else {}
     try:
         results = runner.run_all(selected)
     finally:
