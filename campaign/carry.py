@@ -71,7 +71,25 @@ def git(repo: Path, *args, check=True):
 
 
 def committed(repo: Path, path: str) -> bool:
-    return git(repo, "ls-files", "--error-unmatch", "--", path, check=False).returncode == 0
+    """`path` is in the repository's HEAD commit (staged alone does not count)."""
+    return git(repo, "cat-file", "-e", f"HEAD:{path}", check=False).returncode == 0
+
+
+def recorded(repo: Path, rel: str) -> bool:
+    """The finished run `rel` (<sweep>/<dataset>/<config>/seedK) is committed under results/campaign/, or under
+    results/campaign_gpu/ (finished on a lent GPU), as scripts/campaign.sh reads it."""
+    return any(committed(repo, f"results/{where}/{rel}/done.json") for where in ("campaign", "campaign_gpu"))
+
+
+def commit_paths(repo: Path, paths, message: str, tries: int = 6) -> None:
+    """git add and commit `paths` alone, retried: a lane may be committing a finished run this second
+    (index.lock). RuntimeError when every try failed."""
+    for _ in range(tries):
+        if (git(repo, "add", "-A", "--", *paths, check=False).returncode == 0
+                and git(repo, "commit", "-q", "-m", message, "--", *paths, check=False).returncode == 0):
+            return
+        time.sleep(5)
+    raise RuntimeError(f"git could not commit {', '.join(map(str, paths))} ({tries} tries)")
 
 
 def copy_stable(src: Path, dest: Path, tries: int = 5) -> None:
@@ -91,7 +109,7 @@ def copy_stable(src: Path, dest: Path, tries: int = 5) -> None:
 def save(repo: Path, state: Path, max_mb: float) -> int:
     carried = 0
     for rel, run in unfinished_runs(state):
-        if committed(repo, f"results/campaign/{rel}/done.json"):
+        if recorded(repo, rel):
             continue
         ck = run / CHECKPOINT
         mb = ck.stat().st_size / 2 ** 20
@@ -120,14 +138,7 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
         path = (CARRY / rel).as_posix()
         msg = (f"Campaign carry: {rel} at update {updates} (training at {at}; {mb:.1f} MB), to resume on a fresh "
                f"machine")
-        for attempt in range(6):  # a lane may be committing a finished run this second (index.lock)
-            add = git(repo, "add", "-A", "--", path, check=False)
-            done = add.returncode == 0 and git(repo, "commit", "-q", "-m", msg, "--", path, check=False).returncode == 0
-            if done:
-                break
-            time.sleep(5)
-        else:
-            raise RuntimeError(f"carry: {rel}: git could not commit {path}")
+        commit_paths(repo, [path], msg)
         carried += 1
         print(f"carry: committed {rel} at update {updates}")
     print(f"carry: {carried} run(s) carried")
@@ -140,7 +151,7 @@ def restore(repo: Path, state: Path) -> int:
     for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")):
         carried = ck.parent
         rel = carried.relative_to(root).as_posix()
-        if committed(repo, f"results/campaign/{rel}/done.json"):
+        if recorded(repo, rel):
             continue  # recorded: the campaign skips it (its carried folder is removed when it is recorded)
         run = state / "runs" / rel
         if (run / CHECKPOINT).exists():

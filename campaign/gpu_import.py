@@ -15,13 +15,13 @@ treats a run recorded here as done, as one under results/campaign/.
 Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
 clean commit ("dirty" or "unknown" in commit.txt), a run whose data files differ from the CPU runs' of the same sweep
 and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already
-recorded (under results/campaign/ or here). A CPU lane training the same run meanwhile is not stopped; its result is
+recorded (committed under results/campaign/ or here; a copy left by a commit that failed is committed again). A
+checkpoint that campaign/carry.py carried for the same run is removed in the run's commit. A CPU lane training the same run meanwhile is not stopped; its result is
 not recorded when it finishes.
 """
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from campaign.carry import CARRY, commit_paths, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
 from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
@@ -102,15 +103,16 @@ def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
         shutil.copy2(plan, target.with_name("sweep.json.tmp"))
         target.with_name("sweep.json.tmp").rename(target)
         paths.append(str(GPU / rel.split("/")[0] / "sweep.json"))
+    if (repo / CARRY / rel).is_dir():  # a CPU lane's carried checkpoint of this run: removed in the same commit
+        shutil.rmtree(repo / CARRY / rel)
+        paths.append(str(CARRY / rel))
     accuracy = json.loads((run / DONE).read_text()).get("accuracy") or {}
     acc = ", ".join(f"{k} {v:.4f}" for k, v in sorted(accuracy.items()) if isinstance(v, (int, float)))
     machine = json.loads((run / "machine.txt").read_text()) if (run / "machine.txt").is_file() else {}
     commit = (run / "commit.txt").read_text().split()[0][:12]
     message = (f"Campaign (lent GPU): {rel} finished (accuracy: {acc or 'see done.json'}; trained at {commit} on "
                f"{machine.get('gpu') or 'a GPU'})")
-    git = ["git", "-C", str(repo)]
-    subprocess.run(git + ["add", "--", *paths], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", message, "--", *paths], check=True)
+    commit_paths(repo, paths, message)
     return message
 
 
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
             if not finished:
                 print(f"gpu_import: {source}: no finished run (<sweep>/<dataset>/<config>/seedK/done.json) in it")
             for rel, run in finished:
-                if (a.repo / CPU / rel / DONE).is_file() or (a.repo / GPU / rel / DONE).is_file():
+                if recorded(a.repo, rel):  # committed; a copy left uncommitted by a failed commit is done again
                     print(f"gpu_import: {rel}: already recorded, skipped")
                     continue
                 why = refusal(a.repo, rel, run, sweeps)
@@ -146,7 +148,11 @@ def main(argv=None) -> int:
                     print(f"gpu_import: refused {why}", file=sys.stderr)
                     refused += 1
                     continue
-                print(f"gpu_import: {record(a.repo, rel, run, tree)}")
+                try:
+                    print(f"gpu_import: {record(a.repo, rel, run, tree)}")
+                except RuntimeError as e:  # git kept failing: the copy stays, a rerun commits it
+                    print(f"gpu_import: {rel}: {e}", file=sys.stderr)
+                    refused += 1
     return 1 if refused else 0
 
 

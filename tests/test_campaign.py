@@ -415,6 +415,9 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     cpu = repo / "results" / "campaign" / "tiny" / "scan" / "other" / "seed9"  # a CPU run's data, to compare with
     cpu.mkdir(parents=True)
     (cpu / "data.sha256").write_text(hashes)
+    carried = repo / "results" / "campaign" / "_carry" / "tiny" / "scan" / "rel_uni" / "seed1"  # a CPU lane's carry
+    carried.mkdir(parents=True)
+    (carried / "checkpoint_last.pt").write_text("carried")
     _git(repo, "add", "results")
     _git(repo, "commit", "-q", "-m", "a CPU run's data hashes")
     head = _git(repo, "rev-parse", "HEAD").strip()
@@ -430,14 +433,15 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     (message,) = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
     assert message.startswith("Campaign (lent GPU): tiny/scan/rel_uni/seed1 finished (accuracy: gen 0.2500, valid")
     files = _git(repo, "show", "--name-only", "--format=", "HEAD").split()
-    assert "results/campaign_gpu/tiny/sweep.json" in files and all(f.startswith("results/campaign_gpu/tiny/")
-                                                                   for f in files)
+    carry = "results/campaign/_carry/tiny/scan/rel_uni/seed1/checkpoint_last.pt"  # removed in the same commit
+    assert "results/campaign_gpu/tiny/sweep.json" in files and carry in files and not carried.exists()
+    assert all(f.startswith("results/campaign_gpu/tiny/") for f in files if f != carry)
     p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert "tiny/scan/rel_uni/seed1: already recorded, skipped" in p.stdout
     assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
 
     (tree / "tiny" / "scan" / "rel_uni" / "seed1" / "data.sha256").write_text(hashes.replace("0", "1", 1))
-    shutil.rmtree(recorded.parents[2])
+    _git(repo, "reset", "-q", "--hard", head)  # not recorded any more (a copy alone would not count: HEAD is read)
     p = subprocess.run(importer[:2] + [str(tree)] + importer[3:],
                        capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert "its data (data.sha256) differs from the CPU runs' of tiny/scan" in p.stderr
