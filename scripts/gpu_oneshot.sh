@@ -30,7 +30,7 @@
 # What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
 # commit, machine, settings), train.log, done.json and eval/*.json when finished; steps_per_s.json (each running
 # process's last logged updates/s, and their sum); nvidia-smi.txt; oneshot.log; and carry/ with each unfinished
-# run's folder (records and checkpoint_last.pt). To resume on a fresh machine, copy $OUT/carry here as gpu_carry/
+# run's folder (carry/<sweep>/<dataset>/<config>/seedK: records and checkpoint_last.pt). To resume on a fresh machine, copy $OUT/carry here as gpu_carry/
 # and pass carry=["gpu_carry"] to the device tool (64 MiB in all): the next call restores those runs first.
 # With PACK=1, $OUT holds instead oneshot.log, nvidia-smi.txt, steps_per_s.json, results.tar.gz (everything but the
 # carry) and carry.tar.part00.. (15 MiB each; runs in sweep order while CARRY_MIB holds them, the log names the
@@ -85,9 +85,11 @@ if [ -d "$CARRY" ]; then
   if ls "$CARRY"/carry.tar.part* >/dev/null 2>&1; then
     cat "$CARRY"/carry.tar.part* | tar -x -C "$CARRY" || { echo "oneshot: unpacking $CARRY/carry.tar.part* failed"; exit 1; }
   fi
-  (cd "$CARRY" && find . -name checkpoint_last.pt) | while read -r ck; do
+  # this sweep's runs only (carry/<sweep>/<dataset>/<config>/seedK): another sweep's run of the same name is not it
+  mine="$CARRY/$(basename "$runs")"
+  [ ! -d "$mine" ] || (cd "$mine" && find . -name checkpoint_last.pt) | while read -r ck; do
     d=$(dirname "$ck"); d=${d#./}
-    [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" && cp -n "$CARRY/$d"/* "$runs/$d"/ && echo "oneshot: restored $d"; }
+    [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" && cp -n "$mine/$d"/* "$runs/$d"/ && echo "oneshot: restored $d"; }
   done
 fi
 
@@ -177,7 +179,7 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
         repaired = repair_last(run)  # the slice's end may have cut off fairseq's copy to checkpoint_last.pt
         if repaired:
             print(f"oneshot: {repaired}")
-        carry = out / "carry" / run.relative_to(runs)
+        carry = out / "carry" / rel  # <sweep>/<dataset>/<config>/seedK
         carry.mkdir(parents=True, exist_ok=True)
         for f in [run / "checkpoint_last.pt"] + [run / name for name in keep if (run / name).is_file()]:
             shutil.copy2(f, carry / f.name)

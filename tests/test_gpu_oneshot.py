@@ -49,7 +49,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     # packed, as the device tool brings files back (PACK=1): a few flat files, the carry in parts
     long = _sweep(tmp_path / "long.yaml", scan_bin, 1_000_000)
     log = _oneshot(long, tmp_path / "out1", tmp_path / "machine1", slice_s=30, pack=True)
-    assert "status 124" in log and "carried scan/rel_uni/seed1" in log  # the slice ended the training
+    assert "status 124" in log and "carried long/scan/rel_uni/seed1" in log  # the slice ended the training
     out1 = tmp_path / "out1"
     assert {p.name for p in out1.iterdir()} == {"oneshot.log", "results.tar.gz", "steps_per_s.json",
                                                 "carry.tar.part00"}
@@ -57,7 +57,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     for name in ("results.tar.gz", "carry.tar.part00"):
         with tarfile.open(out1 / name) as tar:
             tar.extractall(unpacked, filter="data")
-    carried = unpacked / "scan" / "rel_uni" / "seed1"
+    carried = unpacked / "long" / "scan" / "rel_uni" / "seed1"  # carry/<sweep>/...: restored into that sweep only
     state = checkpoint_loading.load(carried / "checkpoint_last.pt")
     first = state["optimizer_history"][-1]["num_updates"]
     assert first >= 5 and (carried / "command.txt").is_file()
@@ -81,8 +81,9 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
                               f"{tmp_path / 'machine1' / 'short' / 'scan' / 'rel_uni' / 'seed1'}/"])
     try:
-        log = _oneshot(short, tmp_path / "out3", tmp_path / "machine1", slice_s=200)
+        log = _oneshot(short, tmp_path / "out3", tmp_path / "machine1", slice_s=200, carry=carry)
         assert stray.wait(timeout=10) is not None and "stopping 1 process(es) the sweep left running" in log, log
+        assert "restored" not in log  # the carry holds the sweep long's run of the same name, not this sweep's
     finally:
         stray.kill()
     run = tmp_path / "out3" / "short" / "scan" / "rel_uni" / "seed1"
