@@ -318,6 +318,16 @@ def test_another_sweep_into_the_same_out_is_refused_the_same_one_resumes(tmp_pat
     with pytest.raises(UsageError, match=rf"is the plan of sweep 's' \({first}\), not of sweep 's' \({other}\): .*"
                                          rf"1 of its planned runs \(e\.g\. scan/reluni/seed2\)"):
         sweep.run_sweep(other, out2, dry_run=True, echo=lambda s: None)
+    # the same file with a seed added by --seeds (as its help says), then run plainly: told how to keep the seed
+    four = sweep.with_seeds(sweep.load_sweep(first), [1, 2, 3, 4])  # the plan a run with --seeds 1 2 3 4 writes
+    sweep.write_plan(four, sweep.plan(four, out2), out2, sweep.source_of(first))
+    with pytest.raises(UsageError) as e:
+        sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None)
+    assert str(e.value) == (f"{out2 / 'sweep.json'} plans 1 run(s) of sweep 's' that this command does not (e.g. "
+                            f"scan/reluni/seed4; its seeds: 1 2 3 4): running it there would drop them from the plan "
+                            f"and from aggregate; expected the same runs: add --seeds 1 2 3 4 (with --only to run "
+                            f"some), or use another --out")
+    sweep.run_sweep(first, out2, dry_run=True, echo=lambda s: None, seeds=[1, 2, 3, 4])
 
 
 def test_a_copied_or_moved_sweep_folder_aggregates_its_own_runs(tmp_path, data):
