@@ -106,17 +106,19 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       continue
     fi
     if [ ! -f "$dest/done.json" ]; then  # else copied by a campaign stopped before its commit: commit it now
-      mkdir -p "$dest.tmp/eval"
-      cp "$d"/done.json "$dest.tmp/"
-      cp "$d"/eval/*.json "$dest.tmp/eval/"
+      tmp="$dest.tmp-$$"  # this lane's own: the other lane's collect may copy the same run at the same moment
+      rm -rf "$tmp"; mkdir -p "$tmp/eval"
+      cp "$d"/done.json "$tmp/"
+      cp "$d"/eval/*.json "$tmp/eval/"
       # the run's records (runner.RECORDS: settings, command, launch, commit, machine, data, train.log, and every
       # invocation of a resumed run in the *.history files), those it has
       for f in $RECORDS; do
-        if [ -f "$d/$f" ]; then cp "$d/$f" "$dest.tmp/"; fi
+        if [ -f "$d/$f" ]; then cp "$d/$f" "$tmp/"; fi
       done
       data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
-      (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$dest.tmp/data.sha256"
-      rm -rf "$dest"; mv "$dest.tmp" "$dest"
+      (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$tmp/data.sha256"
+      rm -rf "$dest"
+      mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"  # failed: the other lane's copy got there first, ours goes
     fi
     acc=$("$PY" -c "import json, sys; a = json.load(open(sys.argv[1])).get('accuracy') or {}
 print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (int, float))))" "$dest/done.json" || true)

@@ -472,6 +472,7 @@ def test_seeds_option_reruns_a_cell_with_an_unused_seed(scan_bin, tmp_path):
     # a folder planned with seed 1: --seeds 4 alone would drop it, seeds 1 and 4 resume it
     out = tmp_path / "out"
     sweep.write_plan(sweep.load_sweep(path), sweep.plan(sweep.load_sweep(path), out, cpu=True), out, sweep.source_of(path))
-    with pytest.raises(UsageError, match="would replace it"):
+    with pytest.raises(UsageError, match="would drop them from the plan and from aggregate; expected the same runs: "
+                                         r"add --seeds 1 \(with --only to run some\)"):
         sweep.run_sweep(path, out, cpu=True, dry_run=True, echo=said.append, seeds=[4])
     sweep.run_sweep(path, out, cpu=True, dry_run=True, echo=said.append, seeds=[1, 4], only=["*/*/seed4"])

@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from fairseq_compgen import recipes, scoring
+from fairseq_compgen.data.io import atomic_write_text
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import submit
 from fairseq_compgen.pipelines.runner import COMPGEN, DONE, DONE_EXPECTED, SETTINGS, Runner
@@ -272,13 +273,13 @@ def write_plan(spec: dict, runs: Sequence[Run], out, source: Optional[dict] = No
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
-    tmp = path.with_suffix(".json.tmp")
     home = out.resolve()
     # run folders relative to OUT: a copied or moved OUT aggregates its own runs (read_plan)
     plan = [asdict(r) | {"dir": os.path.relpath(Path(r.dir).resolve(), home), "settings": r.settings()} for r in runs]
-    tmp.write_text(json.dumps({"spec": spec, "runs": plan, **({"source": source} if source else {})}, indent=1,
-                              default=str))
-    tmp.replace(path)
+    # through a temporary name of this process's own: two sweeps planning into one OUT at once (the campaign's two
+    # lanes) never install each other's half-written file
+    atomic_write_text(path, json.dumps({"spec": spec, "runs": plan, **({"source": source} if source else {})},
+                                       indent=1, default=str))
     return path
 
 
