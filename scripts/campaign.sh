@@ -115,7 +115,9 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       for f in $RECORDS; do
         if [ -f "$d/$f" ]; then cp "$d/$f" "$tmp/"; fi
       done
-      data=$(awk '{print $2}' "$d/command.txt")  # fairseq-train DATA ...: the run's data folder, every file hashed
+      # the run's data folder (its settings.json: command.txt's second word is no data folder under torchrun), every
+      # file hashed
+      data=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['data'])" "$d/settings.json")
       (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$tmp/data.sha256"
       rm -rf "$dest"
       mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"  # failed: the other lane's copy got there first, ours goes
@@ -133,7 +135,7 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
        [ -n "$(git -C "$REPO" status --porcelain -- "results/campaign/$name/sweep.json")" ]; then
       sweep_json="results/campaign/$name/sweep.json"
     fi
-    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt"))"
+    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt" 2>/dev/null || echo "an unrecorded commit"))"
     # the run's carried checkpoint (campaign/carry.py), if any, goes in the same commit
     carried=""
     if [ -n "$(git -C "$REPO" ls-files -- "results/campaign/_carry/$rel")" ]; then
