@@ -96,4 +96,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from fairseq_compgen.errors import install_excepthook
+
+    install_excepthook()  # a UsageError (e.g. a queue line naming no sweep file) is one line, not a traceback
     sys.exit(main())

@@ -465,3 +465,12 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
                              str(repo / "campaign" / "tiny_queue.txt"), "--state", str(state)],
                             capture_output=True, text=True)
     assert "1/1 done" in status.stdout, status.stdout + status.stderr
+
+
+def test_status_names_a_bad_queue_line_in_one_line(tmp_path):
+    queue = tmp_path / "queue.txt"
+    queue.write_text("campaign/no_such_sweep.yaml scan/*/seed1\n")
+    p = subprocess.run([sys.executable, str(REPO / "campaign" / "status.py"), "--queue", str(queue)],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("fairseq_compgen: error: sweep file not found: ") and "no_such_sweep.yaml" in p.stderr
