@@ -303,7 +303,7 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
         return
     old_file = (old.get("source") or {}).get("file") or "a sweep file not recorded there"
     if old_name == spec["name"] and old_file == str(resolve(path).resolve()):  # more runs planned, e.g. --seeds N
-        seeds = sorted({int(r.rsplit("seed", 1)[1]) for r in old_runs if r.rsplit("seed", 1)[1].isdigit()})
+        seeds = sorted({r["seed"] for r in old["runs"]})
         raise UsageError(f"{target} plans {len(dropped)} run(s) of sweep {old_name!r} that this command does not "
                          f"(e.g. {dropped[0]}; its seeds: {' '.join(map(str, seeds))}): running it there would drop "
                          f"them from the plan and from aggregate; expected the same runs: add --seeds "
