@@ -62,6 +62,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--tolerance", type=float, default=0.10, help="relative (default 0.10)")
     p.add_argument("--subset", default="test", help="validation subset printed beside, never used (default test)")
     a = p.parse_args(argv)
+    for flag, value in (("--every", a.every), ("--final", a.final)):
+        if value <= 0:
+            p.error(f"{flag} {value}: expected a positive number of epochs")
+    if a.tolerance < 0:
+        p.error(f"--tolerance {a.tolerance}: expected a relative tolerance >= 0")
     if a.final % a.every:
         p.error(f"--final {a.final} is not a multiple of --every {a.every}")
     if not a.folder.is_dir():

@@ -45,6 +45,16 @@ OUT=${OUT:-runs/gpu_oneshot_out}
 PREP=${PREP-scan --split length_cutoff_26 --out data/scan}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/oneshot.log") 2>&1
+TEE_PID=$!
+# at exit: stop the MPS daemon if this call started one (below), then close our output and wait for tee, so that
+# oneshot.log holds every line before the device tool collects $OUT
+finish() {
+  [ "$ONESHOT_MPS" = 1 ] && { mps_stop; echo "oneshot: MPS daemon stopped"; }
+  exec >&- 2>&-
+  wait "$TEE_PID" 2>/dev/null
+}
+ONESHOT_MPS=0
+trap finish EXIT
 echo "oneshot: $(date -Is) sweep=$SWEEP only=$ONLY jobs=$JOBS slice=${SLICE_S}s commit=$(head -n 1 commit.manifest 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo none)"
 
 # 1. install: fairseq as it is here (the repository's .venv, or an environment that already has it), else the
@@ -114,8 +124,7 @@ if [ "${MPS:-0}" = 1 ] && [ "${CPU:-0}" != 1 ]; then
     mps_stop() {  # its log's tail into oneshot.log (PACK=1 leaves no room in $OUT for more files)
       echo quit | nvidia-cuda-mps-control; tail -n 20 "$CUDA_MPS_LOG_DIRECTORY"/*.log 2>/dev/null | sed 's/^/mps: /'; }
     if nvidia-cuda-mps-control -d && timeout 60 "$PY" -c "import torch; torch.zeros(1).cuda(); torch.cuda.synchronize()"; then
-      ONESHOT_MPS=1; echo "oneshot: MPS daemon started, a CUDA process ran through it"
-      trap 'mps_stop; echo "oneshot: MPS daemon stopped"' EXIT
+      ONESHOT_MPS=1; echo "oneshot: MPS daemon started, a CUDA process ran through it"  # finish() stops it
     else
       mps_stop; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
       echo "oneshot: MPS daemon did not serve a CUDA process; without MPS"

@@ -182,9 +182,16 @@ def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
     assert "| valid loss | 4000 | 0.001, 0.001 | 0.001, 0.026 | +0.013 | 0.025 | yes | [0.001, 0.001]: no |" in lines
     assert lines[-1] == "verdict: parity holds (seeds 1, 2)"
 
-    missing = subprocess.run([sys.executable, script, fp32, tmp_path, "--seeds", "1"], capture_output=True, text=True)
+    missing = subprocess.run([sys.executable, script, fp32, tmp_path, "--seeds", "1", "2"], capture_output=True,
+                             text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
     assert str(tmp_path / "seed1") in missing.stderr
+
+    # one seed has no standard deviation: a usage error naming the flag, not a traceback
+    one = subprocess.run([sys.executable, script, fp32, bf16, "--seeds", "1", "1"], capture_output=True, text=True)
+    assert one.returncode == 2 and "Traceback" not in one.stderr, one.stderr
+    assert one.stderr.strip().splitlines()[-1].endswith("--seeds 1 1: the fp32 band needs a standard deviation, "
+                                                        "so 2 distinct seeds at least"), one.stderr
 
 
 def test_budget_rule_reads_epoch_summaries_and_takes_the_larger_budget(tmp_path):
@@ -228,6 +235,13 @@ def test_budget_rule_reads_epoch_summaries_and_takes_the_larger_budget(tmp_path)
     p = subprocess.run([sys.executable, script, tmp_path / "jump"], capture_output=True, text=True)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "unfinished/seed1/train.log: the curve is not finished (last epoch summary: 7" in p.stderr
+
+    for flags, message in ((["--every", "0"], "--every 0: expected a positive number of epochs"),
+                           (["--final", "-10"], "--final -10: expected a positive number of epochs"),
+                           (["--tolerance", "-0.1"], "--tolerance -0.1: expected a relative tolerance >= 0")):
+        p = subprocess.run([sys.executable, script, tmp_path / "jump", *flags], capture_output=True, text=True)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert p.stderr.strip().splitlines()[-1].endswith(message), p.stderr
 
 
 def test_every_step_of_the_campaigns_queues_selects_runs():

@@ -39,9 +39,12 @@ configurations:
 def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None, pack: bool = False):
     env = dict(os.environ, CPU="1", JOBS="2", SLICE_S=str(slice_s), OUT=str(out), RUNS=str(runs), PREP="",
                CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1", PACK="1" if pack else "0")
+    fresh = not out.exists()
     p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", str(sweep), "scan/*"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=slice_s + 240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    if fresh:  # the script waits for its tee: the log holds every line, the last ones included, when it returns
+        assert (out / "oneshot.log").read_text() == p.stdout
     return p.stdout
 
 
