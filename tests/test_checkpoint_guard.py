@@ -94,6 +94,36 @@ def test_generate_refuses_dictionaries_in_another_order(trained, scan, tmp_path)
     assert run(cmd).returncode == 0  # its own data folder works
     cmd[1] = other
     one_line_error(run(cmd, ok=False), "trained with other dictionaries", str(other))
+    # fairseq-interactive reads the dictionaries of its data folder too
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([str(c) for c in [BIN / "fairseq-interactive", other, *cmd[2:8], "--beam", "1", "--cpu",
+                                         "--source-lang", "src", "--target-lang", "tgt"]],
+                       cwd=REPO, env=env, input="jump twice\n", capture_output=True, text=True)
+    one_line_error(p, "trained with other dictionaries", str(other))
+
+
+def _hypotheses(stdout):
+    """{sentence id: hypothesis} from the H-lines of fairseq-generate or fairseq-interactive."""
+    return {int(m[1]): m[2] for m in re.finditer(r"^H-(\d+)\t[^\t]*\t(.*)$", stdout, re.M)}
+
+
+def test_interactive_decodes_as_generate(trained, scan):
+    """fairseq-interactive with our task, on the valid set's source lines typed in, gives fairseq-generate's greedy
+    hypotheses for the same sentences (interactive numbers them in input order, generate by dataset index: the same)."""
+    sources = (scan / "valid.src").read_text().splitlines()
+    common = ["--user-dir", REPO / "fairseq_compgen", "--task", "compgen", "--path", trained / "checkpoint_last.pt",
+              "--beam", "1", "--cpu"]
+    generated = _hypotheses(run([BIN / "fairseq-generate", scan / "bin", *common, "--gen-subset", "valid",
+                                 "--batch-size", "256"]).stdout)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([str(c) for c in [BIN / "fairseq-interactive", scan / "bin", *common, "--source-lang", "src",
+                                         "--target-lang", "tgt", "--buffer-size", len(sources),
+                                         "--batch-size", len(sources)]],
+                       cwd=REPO, env=env, input="\n".join(sources) + "\n", capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    typed = _hypotheses(p.stdout)
+    assert len(sources) == 24 and sorted(typed) == sorted(generated) == list(range(24))
+    assert typed == generated
 
 
 def test_resume_refuses_another_arch(trained, scan, tmp_path):

@@ -2,7 +2,7 @@
 README.md and docs/*.md, every repository path they name, and every command line they show.
 
 The command lines are those of the shell (and unlabelled) code blocks and of the inline code whose program is
-`fairseq-compgen`, `fairseq-train`, `fairseq-generate`, `python -m fairseq_compgen...`, `python scripts/X.py`,
+`fairseq-compgen`, `fairseq-train`, `fairseq-generate`, `fairseq-interactive`, `python -m fairseq_compgen...`, `python scripts/X.py`,
 `python benchmarks/X.py` or `python campaign/X.py`. Each is run in this process by the program's own entry point,
 and stopped once its own argparse parser has read the command line (`_stop_after_parsing`), so an option, a choice
 or a value of the wrong type that the program does not take fails the test with the file and line; a module or
@@ -120,7 +120,7 @@ class Command:
     """One documented command line: where it is, its program and its words after the program."""
     doc: str
     line: int
-    program: str  # fairseq-compgen, fairseq-train, fairseq-generate, python -m MODULE, python PATH.py
+    program: str  # fairseq-compgen, fairseq-train, fairseq-generate, fairseq-interactive, python -m MODULE, python PATH.py
     argv: List[str]
     sketch: bool  # words left out (`...`, or a program or subcommand named alone): only option names are checked
 
@@ -130,13 +130,13 @@ class Command:
 
 FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```", flags=re.S | re.M)
 SHELL = ("bash", "sh", "")  # the blocks read as shell: not python
-PROGRAM = re.compile(r"(?<![\w./-])(fairseq-compgen|fairseq-train|fairseq-generate|python -m fairseq_compgen(?:\.\w+)*|"
+PROGRAM = re.compile(r"(?<![\w./-])(fairseq-compgen|fairseq-train|fairseq-generate|fairseq-interactive|python -m fairseq_compgen(?:\.\w+)*|"
                      r"python (?:scripts|benchmarks|campaign)/\w+\.py)(?![\w.-])")
 END = re.compile(r";|&&|\|\||\s\|\s|\s[<>]+\s")  # what ends a command: a list operator, a pipe, a redirection
 TICKED_SPAN = re.compile(r"`([^`]+)`")  # inline code, which may wrap lines
 OPTIONAL = re.compile(r"(?<!\S)\[([^\[\]]*)\](?!\S)")  # [--scan-dir DIR], a bracket starting and ending a word
 STAND_INS = {"ARCH": "compgen_transformer"}
-FAIRSEQ = ("fairseq-train", "fairseq-generate")  # fairseq's own programs: only parse
+FAIRSEQ = ("fairseq-train", "fairseq-generate", "fairseq-interactive")  # fairseq's own programs: only parse
 
 
 def _code(text: str):
@@ -240,7 +240,8 @@ def _entry(program: str):
         import fairseq_compgen
 
         fairseq_compgen.register()  # what `--user-dir fairseq_compgen` does, unless the package was imported before
-        make = options.get_training_parser if program == "fairseq-train" else options.get_generation_parser
+        make = {"fairseq-train": options.get_training_parser, "fairseq-generate": options.get_generation_parser,
+                "fairseq-interactive": options.get_interactive_generation_parser}[program]
         return lambda: options.parse_args_and_arch(make())
     name = program.split()[-1]
     if program.startswith("python -m "):
@@ -310,7 +311,7 @@ def test_documented_commands_are_read():
     rules of the module docstring."""
     cmds = documented_commands()
     assert len(cmds) > 100
-    assert {c.program.split("/")[0] for c in cmds} >= {"fairseq-compgen", "fairseq-train", "fairseq-generate",
+    assert {c.program.split("/")[0] for c in cmds} >= {"fairseq-compgen", "fairseq-train", "fairseq-generate", "fairseq-interactive",
                                                        "python -m fairseq_compgen.data.cfq_im", "python scripts",
                                                        "python benchmarks"}
     assert {c.argv[0] for c in cmds if c.program == "fairseq-compgen" and c.argv} >= {

@@ -2,7 +2,7 @@
 
 A malicious checkpoint (a real fairseq checkpoint with one more entry whose pickle calls os.system / exec to
 write a marker file) is refused, in one line naming the file and the type, by every path that loads one:
-`fairseq-compgen eval`, `fairseq-generate --user-dir fairseq_compgen --path`, a fairseq-train resume (our task's
+`fairseq-compgen eval`, `fairseq-generate --user-dir fairseq_compgen --path`, `fairseq-interactive` likewise, a fairseq-train resume (our task's
 resume check, and fairseq's own loader under a plain fairseq task), `fairseq-compgen train`'s finished check,
 checkpoint_guard's unreadable-checkpoint fallback over the neighbours, and `fairseq-compgen plot t5-biases`; the
 marker never appears. Real checkpoints of every model family (trained here for 2 updates) load and decode as
@@ -132,6 +132,18 @@ def test_generate_refuses(evil, scan_bin):
     path, marker = evil
     p = run([BIN / "fairseq-generate", scan_bin, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen",
              "--path", path, "--gen-subset", "valid", "--beam", "1", "--cpu"], ok=False)
+    refused(p, path)
+    assert not marker.exists()
+
+
+def test_interactive_refuses(evil, scan_bin):
+    path, marker = evil
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS", None)
+    p = subprocess.run([str(c) for c in [BIN / "fairseq-interactive", scan_bin, "--user-dir", REPO / "fairseq_compgen",
+                                         "--task", "compgen", "--path", path, "--source-lang", "src",
+                                         "--target-lang", "tgt", "--beam", "1", "--cpu"]],
+                       cwd=REPO, env=env, input="jump twice\n", capture_output=True, text=True)
     refused(p, path)
     assert not marker.exists()
 
