@@ -4,7 +4,7 @@ campaign's CPU lanes skip them and the tables pool them with the CPU seeds.
     python campaign/gpu_import.py /work/.device/1/results.tar.gz [more results.tar.gz or unpacked folders]
 
 Each finished run (<sweep>/<dataset>/<config>/seedK/ with done.json) of a campaign sweep (one named in
-campaign/queue*.txt, or the --queue files) is copied, with its records, eval JSONs and data.sha256, to
+campaign/queue*.txt, or the --queue files) is copied, with its records, eval JSONs and outputs (runner.EVAL_KEPT) and data.sha256, to
 results/campaign_gpu/<sweep>/<dataset>/<config>/seedK/, beside the GPU sweep's own sweep.json, and committed, one
 commit per run of that folder alone (and the sweep.json when new or changed). Why a folder of its own: a run's
 settings name its data folder absolutely, and the GPU machine's is not the campaign's, so `fairseq-compgen
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from campaign.carry import CARRY, commit_paths, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
-from fairseq_compgen.pipelines.runner import DONE, RECORDS, trained_at  # noqa: E402
+from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
 from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
@@ -92,7 +92,7 @@ def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
     for name in RECORDS + (DONE, "data.sha256"):
         if (run / name).is_file():
             shutil.copy2(run / name, tmp / name)
-    for j in sorted(run.glob("eval/*.json")):
+    for j in kept_eval_files(run):
         shutil.copy2(j, tmp / "eval" / j.name)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)

@@ -10,7 +10,7 @@
 # at this repository's HEAD, which must be clean), the data it prepares itself (data/) and the run folders (runs/).
 # A run already done (in runs/, or recorded in results/campaign/ when STATE is new, e.g. on a fresh machine) is
 # skipped, a run with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json,
-# eval/*.json, command.txt, launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's
+# eval/*.json and eval/*.outputs.gz, command.txt, launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's
 # *.history: every commit it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with
 # `git commit -- <that folder>` only (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or
 # changed, so that `fairseq-compgen aggregate results/campaign/<sweep>` works from the repository), so work in
@@ -76,6 +76,7 @@ cd "$STATE"
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 RECORDS=$("$PY" -c "from fairseq_compgen.pipelines.runner import RECORDS; print(*RECORDS)")
+read -r -a EVAL_KEPT <<< "$("$PY" -c "from fairseq_compgen.pipelines.runner import EVAL_KEPT; print(*EVAL_KEPT)")"
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
 prep_once() {  # a queue's prep line runs once per state folder: a marker per command line, written when it succeeded
   # (an output folder alone does not say that: prep makes it before its files, and a session may end in between);
@@ -109,7 +110,13 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       tmp="$dest.tmp-$$"  # this lane's own: the other lane's collect may copy the same run at the same moment
       rm -rf "$tmp"; mkdir -p "$tmp/eval"
       cp "$d"/done.json "$tmp/"
-      cp "$d"/eval/*.json "$tmp/eval/"
+      # its results and the outputs they were scored from (runner.EVAL_KEPT; runs evaluated before 2026-11-27 have
+      # no outputs file)
+      for g in "${EVAL_KEPT[@]}"; do  # patterns, matched in the run's eval/ only
+        for f in "$d"/eval/$g; do
+          if [ -f "$f" ]; then cp "$f" "$tmp/eval/"; fi
+        done
+      done
       # the run's records (runner.RECORDS: settings, command, launch, commit, machine, data, train.log, and every
       # invocation of a resumed run in the *.history files), those it has
       for f in $RECORDS; do

@@ -28,7 +28,7 @@
 # (fairseq_compgen/pipelines/train.py: manifest_commit), not what git says there.
 #
 # What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
-# commit, machine, settings), train.log, done.json and eval/*.json when finished; steps_per_s.json (each running
+# commit, machine, settings), train.log, done.json, eval/*.json and eval/*.outputs.gz when finished; steps_per_s.json (each running
 # process's last logged updates/s, and their sum); nvidia-smi.txt; oneshot.log; and carry/ with each unfinished
 # run's folder (carry/<sweep>/<dataset>/<config>/seedK: records and checkpoint_last.pt). To resume on a fresh machine, copy $OUT/carry here as gpu_carry/
 # and pass carry=["gpu_carry"] to the device tool (64 MiB in all): the next call restores those runs first.
@@ -154,7 +154,7 @@ fi
 import datetime, hashlib, json, os, re, shlex, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
-from fairseq_compgen.pipelines.runner import RECORDS
+from fairseq_compgen.pipelines.runner import RECORDS, kept_eval_files
 from fairseq_compgen.pipelines.train import repair_last
 
 runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
@@ -170,7 +170,7 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     for name in keep:
         if (run / name).is_file():
             shutil.copy2(run / name, dest / name)
-    for j in sorted(run.glob("eval/*.json")):
+    for j in kept_eval_files(run):  # results and the outputs they were scored from
         (dest / "eval").mkdir(exist_ok=True)
         shutil.copy2(j, dest / "eval" / j.name)
     if (run.parents[2] / "sweep.json").is_file():  # the sweep's plan, for aggregate and campaign/gpu_import.py

@@ -70,6 +70,11 @@ def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_pa
         done = json.loads((run / "done.json").read_text())
         assert set(done["accuracy"]) == {"valid", "gen"}
         assert {f.name for f in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+        # and the outputs they were scored from, the same bytes as the state folder's
+        kept = {f.name for f in (run / "eval").glob("*.outputs.gz")}
+        assert kept == {"valid.outputs.gz", "gen.outputs.gz"}
+        state_run = state / "runs" / "tiny" / "scan" / "rel_uni" / f"seed{seed}"
+        assert all((run / "eval" / k).read_bytes() == (state_run / "eval" / k).read_bytes() for k in kept)
         assert (run / "commit.txt").read_text().split() == [head]  # a clean tree: no "dirty"
         assert f"--seed {seed}" in (run / "command.txt").read_text()
         hashes = dict(line.split()[::-1] for line in (run / "data.sha256").read_text().splitlines())
@@ -416,6 +421,8 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
         (d / "eval").mkdir(parents=True)
         (d / "done.json").write_text(json.dumps({"accuracy": {"valid": 0.5, "gen": 0.25}}))
         (d / "eval" / "gen.json").write_text("{}")
+        (d / "eval" / "gen.outputs.gz").write_bytes(b"\x1f\x8b outputs")  # kept with the result
+        (d / "eval" / "gen.generate.txt").write_text("the whole generate output: not kept")
         (d / "commit.txt").write_text(commit + "\n")
         (d / "machine.txt").write_text(json.dumps({"gpu": "1 x NVIDIA H100 80GB HBM3"}))
         (d / "data.sha256").write_text(data)
@@ -444,6 +451,7 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     assert "elsewhere/scan/rel_uni/seed1: not a run of a campaign sweep" in p.stderr
     recorded = repo / "results" / "campaign_gpu" / "tiny" / "scan" / "rel_uni" / "seed1"
     assert {f.name for f in recorded.iterdir()} == {"done.json", "eval", "commit.txt", "machine.txt", "data.sha256"}
+    assert {f.name for f in (recorded / "eval").iterdir()} == {"gen.json", "gen.outputs.gz"}
     (message,) = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
     assert message.startswith("Campaign (lent GPU): tiny/scan/rel_uni/seed1 finished (accuracy: gen 0.2500, valid")
     files = _git(repo, "show", "--name-only", "--format=", "HEAD").split()
@@ -488,3 +496,54 @@ def test_status_names_a_bad_queue_line_in_one_line(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p.stderr.startswith("fairseq_compgen: error: sweep file not found: ") and "no_such_sweep.yaml" in p.stderr
+
+
+def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
+    """campaign/keep_outputs.py: a recorded run whose state-folder copy holds the same evaluation (its JSON byte for
+    byte) and its fairseq-generate output gets eval/<subset>.outputs.gz, that output's S/T/H/D lines; another
+    evaluation in the state folder, outputs that do not give the recorded counts, and runs the state folder does
+    not hold are left as they are; a second pass writes nothing."""
+    import gzip
+
+    sys.path.insert(0, str(REPO))
+    from campaign import keep_outputs
+
+    generate = ("2026-11-27 | INFO | fairseq_cli.generate | {'common': ...}\n"
+                "S-1\twalk\nT-1\tI_WALK\nH-1\t-0.2\tI_RUN\nD-1\t-0.2\tI_RUN\nP-1\t-0.1 -0.1\n"
+                "S-0\tjump\nT-0\tI_JUMP\nH-0\t-0.1\tI_JUMP\nD-0\t-0.1\tI_JUMP\nP-0\t-0.0 -0.1\n"
+                "Generate gen with beam=1: BLEU4 = 50.0\n")
+    result = json.dumps({"n": 2, "correct": 1, "accuracy": 0.5, "checkpoint_sha256": "ab"})
+    repo, state = tmp_path / "repo", tmp_path / "state"
+
+    def run(seed, recorded=result, theirs=result, output=generate):
+        rel = Path("sw") / "scan" / "a" / f"seed{seed}" / "eval"
+        (repo / "results" / "campaign" / rel).mkdir(parents=True)
+        (repo / "results" / "campaign" / rel / "gen.json").write_text(recorded)
+        if theirs is not None:
+            (state / "runs" / rel).mkdir(parents=True)
+            (state / "runs" / rel / "gen.json").write_text(theirs)
+            (state / "runs" / rel / "gen.generate.txt").write_text(output)
+        return repo / "results" / "campaign" / rel / "gen.outputs.gz"
+
+    kept = run(1)
+    other = run(2, theirs=result.replace('"ab"', '"cd"'))  # the state folder evaluated another checkpoint
+    wrong = run(3, recorded=result.replace('"correct": 1', '"correct": 2'),
+                theirs=result.replace('"correct": 1', '"correct": 2'))  # counts its outputs do not give
+    elsewhere = run(4, theirs=None)  # trained on another machine
+    written, refused, absent = keep_outputs.keep(repo, state)
+    assert written == [kept.relative_to(repo)] and absent == 1
+    assert gzip.decompress(kept.read_bytes()).decode() == (
+        "S-1\twalk\nT-1\tI_WALK\nH-1\t-0.2\tI_RUN\nD-1\t-0.2\tI_RUN\n"
+        "S-0\tjump\nT-0\tI_JUMP\nH-0\t-0.1\tI_JUMP\nD-0\t-0.1\tI_JUMP\n")
+    assert [(str(rel), why) for rel, why in refused] == [
+        ("sw/scan/a/seed2/eval/gen.json", f"{state}/runs/sw/scan/a/seed2/eval/gen.json is not the recorded result "
+                                          "(another evaluation)"),
+        ("sw/scan/a/seed3/eval/gen.json", "its outputs give 1 of 2, the result 2 of 2")]
+    assert not other.exists() and not wrong.exists() and not elsewhere.exists()
+    assert keep_outputs.keep(repo, state)[0] == []  # already kept
+
+    p = subprocess.run([sys.executable, REPO / "campaign" / "keep_outputs.py", "--state", tmp_path / "nothing"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].endswith(f"--state {tmp_path / 'nothing'}: no runs/ folder there "
+                                                      "(expected the campaign's state folder)")

@@ -1,6 +1,7 @@
 """SCAN end to end with the real commands: fairseq-compgen prep, fairseq-compgen train (fairseq-train in-process: validation
 accuracy, resume, run records), fairseq-generate, scoring, fairseq-compgen eval; every input gets a hypothesis; our
 validation decoder equals fairseq's greedy search."""
+import gzip
 import json
 import os
 import re
@@ -119,6 +120,18 @@ def test_compgen_eval_scores_gen(trained, scan):
         ids = [i for i in T if len(T[i]) == int(length)]
         assert (c["n"], c["correct"]) == (len(ids), sum(H[i] == T[i] for i in ids)), length
     assert sum(c["n"] for c in r["per_length"].values()) == 2624 and min(map(int, r["per_length"])) == 27
+    # the outputs kept beside the result: generate's S/T/H/D lines, gzip, scored again to the same result
+    outputs = save / "eval" / "gen.outputs.gz"
+    kept = gzip.decompress(outputs.read_bytes()).decode()
+    assert kept == "".join(line for line in gen.splitlines(keepends=True) if re.match(r"[STHD]-\d+\t", line))
+    assert len(kept.splitlines()) == 4 * 2624
+    again = run([*COMPGEN, "score", "exact_match", outputs, "--json", save / "rescored.json"])
+    rescored = json.loads((save / "rescored.json").read_text())
+    assert {k: rescored[k] for k in ("n", "correct", "per_length")} == {k: r[k] for k in ("n", "correct", "per_length")}, again
+    # an unchanged rerun writes the same bytes (no time in the gzip header)
+    before = outputs.read_bytes()
+    run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "gen", "--cpu", "--overwrite"])
+    assert outputs.read_bytes() == before
 
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):

@@ -93,6 +93,7 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     done = json.loads((run / "done.json").read_text())
     assert set(done["accuracy"]) == {"valid", "gen"}
     assert {p.name for p in (run / "eval").glob("*.json")} >= {"valid.json", "gen.json"}
+    assert {p.name for p in (run / "eval").glob("*.outputs.gz")} == {"valid.outputs.gz", "gen.outputs.gz"}
     assert "gen      n=" in (run / "eval.log").read_text()  # the evaluation's log comes back too
     # what campaign/gpu_import.py checks and pools with: the data it trained on, hashed, and the sweep's plan
     hashes = dict(line.split()[::-1] for line in (run / "data.sha256").read_text().splitlines())

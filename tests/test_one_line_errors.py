@@ -159,6 +159,23 @@ def test_score_of_a_binary_file(scorer, tmp_path):
                     f"(S-/T-/H- lines)")
 
 
+@pytest.mark.parametrize("scorer", ["exact_match", "bleu"])
+def test_score_of_gzip_outputs_and_of_a_damaged_one(scorer, tmp_path):
+    """A run's eval/SUBSET.outputs.gz (gzip) is read as the text it holds; a cut-off one is one line naming it."""
+    import gzip
+
+    text = "S-0\tjump\nT-0\tI_JUMP\nH-0\t-0.1\tI_JUMP\nS-1\twalk\nT-1\tI_WALK\nH-1\t-0.2\tI_RUN\n"
+    plain, packed = tmp_path / "generate.txt", tmp_path / "gen.outputs.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    assert compgen("score", scorer, packed).stdout == compgen("score", scorer, plain).stdout
+    cut = tmp_path / "cut.outputs.gz"
+    cut.write_bytes(packed.read_bytes()[:-12])
+    last = one_line(compgen("score", scorer, cut))
+    assert last.startswith(f"fairseq_compgen: error: {cut}:1: a damaged gzip file (") and last.endswith(
+        "): expected fairseq-generate output (S-/T-/H- lines)"), last
+
+
 def test_score_comp_of_binary_metadata(tmp_path):
     log, meta = tmp_path / "generate.txt", tmp_path / "test.comp"
     log.write_text("S-0\tthe big cat\nT-0\tle grand chat\nH-0\t-0.1\tle grand chat\n")

@@ -433,10 +433,40 @@ def test_aggregate_by_length_table_plot_and_export(tmp_path):
     assert rows[2] == "| reference length | examples | a (seeds 1, 2) | Big (seeds 1) |"
     assert rows[4:6] == ["| 9 | 4 | 0.750 ± 0.354 | 0.250 |",  # numerically ordered: 9 before 10
                          "| 10 | 2 | 0.250 ± 0.354 | 1.000 |"]
-    assert "Left out: 1 finished run(s) whose eval/gen.json has no per_length" in text and "scan/a/seed3" in text
+    assert "Left out: 1 finished run(s) whose eval/gen.json has no per_length (evaluated before it was recorded) and " \
+           "whose outputs were not kept: scan/a/seed3." in text
     assert (dest / "by_length_gen.md").read_text() == text
     if aggregate.have_matplotlib():
         assert (out / "plots" / "scan_by_length_gen.png").stat().st_size > 0
+
+
+def test_aggregate_by_length_counts_from_kept_outputs_and_checks_them(tmp_path):
+    """A run scored before per_length was recorded, whose outputs were kept (eval/gen.outputs.gz): its counts per
+    length come from those, checked against the result's overall count; the export carries the outputs along."""
+    import gzip
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _fake_sweep(out, {("scan", "a"): {1: {"gen": 2 / 3}, 2: {"gen": 2 / 3}}})
+    _per_length(out / "scan" / "a" / "seed1", "gen", {1: (1, 1), 2: (1, 0), 3: (1, 1)})
+    seed2 = out / "scan" / "a" / "seed2" / "eval"
+    (seed2 / "gen.json").write_text(json.dumps({"n": 3, "correct": 2, "accuracy": 2 / 3}))  # no per_length
+    (seed2 / "gen.outputs.gz").write_bytes(gzip.compress(
+        b"S-0\tx\nT-0\tA B\nH-0\t-0.1\tA B\nS-2\tz\nT-2\tA\nH-2\t-0.3\tB\nT-1\tA B C\nH-1\t-0.2\tA B C\n"))
+    dest = tmp_path / "results" / "fake"
+    assert aggregate.main([str(out), "--no-plots", "--by-length", "gen", "--export", str(dest)]) == 0
+    rows = (out / "by_length_gen.md").read_text().splitlines()
+    assert rows[2] == "| reference length | examples | a (seeds 1, 2) |"
+    assert rows[4:7] == ["| 1 | 1 | 0.500 ± 0.707 |", "| 2 | 1 | 0.500 ± 0.707 |", "| 3 | 1 | 1.000 ± 0.000 |"]
+    assert not any(row.startswith("Left out") for row in rows)
+    assert (dest / "scan" / "a" / "seed2" / "eval" / "gen.outputs.gz").read_bytes() == (
+        seed2 / "gen.outputs.gz").read_bytes()
+
+    (seed2 / "gen.json").write_text(json.dumps({"n": 3, "correct": 3, "accuracy": 1.0}))  # not what they give
+    with pytest.raises(UsageError) as e:
+        aggregate.main([str(out), "--no-plots", "--by-length", "gen"])
+    assert str(e.value) == (f"{seed2 / 'gen.outputs.gz'}: 2 of 3 exactly right, but {seed2 / 'gen.json'} records 3 "
+                            "of 3: expected the outputs it was scored from")
 
 
 def test_aggregate_by_length_refuses_runs_on_other_data_and_runs_without_counts(tmp_path):

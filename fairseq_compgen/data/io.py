@@ -45,11 +45,20 @@ class DataError(UsageError):
         super().__init__(msg)
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def read_text_lines(path: PathLike, expected: str) -> list:
-    """The lines (with their ends) of the UTF-8 text file `path`; a binary file (a NUL byte, or bytes that are not
-    UTF-8) is a DataError naming the file, the first bad line and `expected` (what the file should hold)."""
+    """The lines (with their ends) of the UTF-8 text file `path`, read decompressed if it is gzip (as a run's
+    eval/SUBSET.outputs.gz); a binary file (a NUL byte, or bytes that are not UTF-8) or a damaged gzip file is a
+    DataError naming the file, the first bad line and `expected` (what the file should hold)."""
     path = Path(path)
     data = path.read_bytes()
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataError(path, 1, f"a damaged gzip file ({e}): expected {expected}") from None
     nul = data.find(b"\0")
     try:
         text = data.decode("utf-8")
@@ -263,6 +272,21 @@ def atomic_write_text(path: PathLike, text: str) -> None:
     with staged_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def gzip_text(text: str) -> bytes:
+    """``text`` as UTF-8, gzip-compressed; the same text always gives the same bytes (no time or file name in the
+    gzip header), so a file rewritten unchanged is unchanged for git."""
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+
+
+def atomic_write_gzip_text(path: PathLike, text: str) -> None:
+    """Write ``gzip_text(text)`` to ``path`` atomically."""
+    with staged_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(gzip_text(text))
             f.flush()
             os.fsync(f.fileno())
 

@@ -62,10 +62,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen import scoring
-from fairseq_compgen.data.io import atomic_write_text, staged_path
+from fairseq_compgen.data.io import atomic_write_text, read_text_lines, staged_path
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import by_length, train_log
 from fairseq_compgen.pipelines.compare import permutation_p
+from fairseq_compgen.pipelines.evaluate import OUTPUTS
+from fairseq_compgen.pipelines.runner import kept_eval_files
 from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
 
@@ -505,7 +507,7 @@ def _metric_line(line: str) -> bool:
 
 
 def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
-    """Copy every finished run's evaluation JSONs, records (EXPORTED) and the metric lines of its train.log
+    """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the metric lines of its train.log
     (fairseq's validation and epoch summary lines) to DEST/<dataset>/<config>/seed<k>/, so that the table can be
     recomputed from the repository; also sweep.json, table.md and table.csv of the first folder of `outs` (where
     the tables are written) and, when folders were pooled, each other folder's sweep.json as
@@ -518,7 +520,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
             continue
         to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
         (to / "eval").mkdir(parents=True, exist_ok=True)
-        for p in sorted((src / "eval").glob("*.json")):
+        for p in kept_eval_files(src):  # results and the outputs they were scored from
             shutil.copy2(p, to / "eval" / p.name)
         for name in EXPORTED:
             if (src / name).is_file():
@@ -576,14 +578,32 @@ def category_table(spec: dict, runs: List[dict], subset: str, digits: int = 3) -
     return "\n".join(lines) + "\n"
 
 
+def outputs_per_length(path: Path, result: dict) -> Optional[dict]:
+    """The per_length of eval/<subset>.json `path` counted again from the outputs it was scored from,
+    eval/<subset>.outputs.gz beside it (for a result evaluated before per_length was recorded, whose outputs were
+    kept), or None when there is no such file. UsageError when the outputs do not give the result's counts."""
+    from fairseq_compgen.scoring.exact_match import score_generate_output
+
+    outputs = path.with_name(path.stem + OUTPUTS)
+    if not outputs.is_file():
+        return None
+    counted = score_generate_output(read_text_lines(outputs, "the S-/T-/H- lines of fairseq-generate's output"),
+                                    source=str(outputs))
+    if (counted["n"], counted["correct"]) != (result.get("n"), result.get("correct")):
+        raise UsageError(f"{outputs}: {counted['correct']} of {counted['n']} exactly right, but {path} records "
+                         f"{result.get('correct')} of {result.get('n')}: expected the outputs it was scored from")
+    return counted["per_length"]
+
+
 def by_length_groups(runs: List[dict], subset: str) -> Tuple[by_length.Groups, List[str]]:
-    """(dataset, config) -> seed -> per_length of eval/<subset>.json, for --by-length; and the finished runs left
-    out because their result has no per_length (evaluated before it was recorded). UsageError when no run has
-    one, or when two runs of a dataset count different examples of one length (not the same data)."""
+    """(dataset, config) -> seed -> per_length of eval/<subset>.json (or, for a result recorded before per_length,
+    counted from the outputs kept beside it: outputs_per_length), for --by-length; and the finished runs left out
+    because they have neither. UsageError when no run has one, or when two runs of a dataset count different
+    examples of one length (not the same data)."""
     groups: by_length.Groups = defaultdict(dict)
     left_out, seen = [], {}
     for r, path, result in exact_match_results(runs, subset, "--by-length"):
-        per_length = result.get("per_length")
+        per_length = result.get("per_length") or outputs_per_length(path, result)
         if not per_length:
             left_out.append(f"{r['dataset']}/{r['config']}/seed{r['seed']}")
             continue

@@ -8,7 +8,9 @@ as one number: two encodings with the same mean can fail at different lengths.
 The counts come from each run's eval/<subset>.json, whose ``per_length`` (scoring/exact_match.py) holds, per
 reference length in tokens, the examples and how many were exactly right. Per (dataset, configuration) and length:
 the mean over seeds ± the sample standard deviation (n - 1; none for one seed). Runs evaluated before the counts were
-recorded have no ``per_length``; they are left out and named (the table says how many).
+recorded have no ``per_length``: where their decoded outputs were kept (eval/<subset>.outputs.gz), the counts are
+taken from those, checked against the result's overall count; the others are left out and named (the table says
+how many).
 
 (the runs are read by aggregate.by_length_groups)
 """
@@ -61,7 +63,7 @@ def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (
         out.append("")
     if left_out:
         out.append(f"Left out: {len(left_out)} finished run(s) whose eval/{subset}.json has no per_length (evaluated "
-                   f"before it was recorded): {', '.join(left_out)}.")
+                   f"before it was recorded) and whose outputs were not kept: {', '.join(left_out)}.")
         out.append("")
     return "\n".join(out)
 

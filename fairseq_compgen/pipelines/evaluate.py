@@ -8,7 +8,11 @@ checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and a
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
-train` records it, GPU included unless --cpu, and the seconds the subset took), and prints one line. A SUBSET.json there of
+train` records it, GPU included unless --cpu, and the seconds the subset took), SUBSET.outputs.gz (the decoded
+outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt, without per-token scores
+or log lines, gzip, about 1/40 of its size; every scorer reads it as it reads the whole output, e.g. `fairseq-compgen
+score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the errors read, without the
+checkpoint: sweeps and the campaign keep it with the run's records), and prints one line. A SUBSET.json there of
 another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
 --overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
 (the output of a decoding whose scoring failed stays, as SUBSET.generate.txt, to be looked at).
@@ -33,6 +37,7 @@ import glob
 import hashlib
 import json
 import logging
+import re
 import shlex
 import sys
 import time
@@ -40,7 +45,17 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import recipes, scoring
+from fairseq_compgen.data.io import gzip_text, read_text_lines
 from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
+
+OUTPUTS = ".outputs.gz"  # eval/SUBSET.outputs.gz: the module docstring
+OUTPUT_LINE = re.compile(r"^[STHD]-\d+\t")  # source, reference, hypothesis, detokenized hypothesis
+
+
+def outputs_text(generated: Path) -> str:
+    """The lines of fairseq-generate's output `generated` that SUBSET.outputs.gz keeps, as they were printed."""
+    return "".join(line for line in read_text_lines(generated, "fairseq-generate output (S-/T-/H- lines)")
+                   if OUTPUT_LINE.match(line))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -219,8 +234,9 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     results = {}
     for subset in subsets:
         start = time.monotonic()
-        generated, table, result = (out / f"{subset}{ext}" for ext in (".generate.txt", ".table.txt", ".json"))
-        tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result)]
+        generated, table, result, outputs = (out / f"{subset}{ext}"
+                                             for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS))
+        tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result, outputs)]
         try:
             if tagging:
                 n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])
@@ -231,7 +247,9 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
             r = score(metric, generated, data, subset, n, tmps[1]) | record
             r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1)}
             tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tmps[3].write_bytes(gzip_text(outputs_text(generated)))
             tmps[1].replace(table)
+            tmps[3].replace(outputs)
             tmps[2].replace(result)
         finally:
             for tmp in tmps:

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import pid_alive
+from fairseq_compgen.pipelines.evaluate import OUTPUTS
 from fairseq_compgen.pipelines.train import checkpoint_updates, repair_last
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
@@ -37,6 +38,14 @@ LOCK = ".lock"
 # what travels with a run to another machine (campaign/carry.py, scripts/gpu_oneshot.sh)
 RECORDS = (SETTINGS, "command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json", "options_changed.txt",
            "command.history", "launch.history", "commit.history", "machine.history", "data.history", "train.log")
+# what of a finished run's eval/ folder travels with its records (scripts/campaign.sh, scripts/gpu_oneshot.sh,
+# campaign/gpu_import.py): each subset's result and the decoded outputs it was scored from (fairseq-compgen eval)
+EVAL_KEPT = ("*.json", f"*{OUTPUTS}")
+
+
+def kept_eval_files(run: Path) -> List[Path]:
+    """The files of `run`/eval/ that EVAL_KEPT names, sorted."""
+    return sorted({p for pattern in EVAL_KEPT for p in (Path(run) / "eval").glob(pattern) if p.is_file()})
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:

@@ -83,7 +83,7 @@ def score(hyps: List[str], refs: List[str], remove: str = "auto", detok: str = "
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     p = argparse.ArgumentParser(description="sacrebleu BLEU of fairseq-generate output (detokenized by default).")
-    p.add_argument("generate_log", help="fairseq-generate output; '-' for stdin")
+    p.add_argument("generate_log", help="fairseq-generate output (or a run's eval/SUBSET.outputs.gz); '-' for stdin")
     p.add_argument("--remove-bpe", default="auto", choices=("auto", "none", "sentencepiece", "subword_nmt"))
     p.add_argument("--detok", default="auto", choices=("auto", "none", "moses"))
     p.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default en)")

@@ -70,7 +70,7 @@ def score_generate_output(lines: Iterable[str], meta: Sequence[Meta], source: st
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     p = argparse.ArgumentParser(description="COMP of fairseq-generate output on the noun-adjective test set.")
-    p.add_argument("generate_log", help="fairseq-generate output; '-' for stdin")
+    p.add_argument("generate_log", help="fairseq-generate output (or a run's eval/SUBSET.outputs.gz); '-' for stdin")
     p.add_argument("--meta", required=True, help="test.comp written by fairseq-compgen prep noun_adj")
     p.add_argument("--json", dest="json_out")
     args = p.parse_args(argv)

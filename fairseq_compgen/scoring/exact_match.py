@@ -10,7 +10,8 @@ Transformers", EMNLP.
     python -m fairseq_compgen.scoring.exact_match GENERATE_LOG \
         [--categories FILE] [--json OUT.json] [--expected-count N]
 
-GENERATE_LOG is what fairseq-generate prints (``-`` reads stdin): the
+GENERATE_LOG is what fairseq-generate prints (``-`` reads stdin; a gzip file, such as
+the outputs a run keeps in eval/SUBSET.outputs.gz, is read decompressed): the
 ``T-<id>\\t<reference>`` and ``H-<id>\\t<score>\\t<hypothesis>`` lines are used
 (the first H of an id when several beams were printed); other lines (S-, D-,
 P-, A-, logging, the "Generate test with beam=..." footer) are ignored.
@@ -189,7 +190,7 @@ def format_table(result: dict) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     p = argparse.ArgumentParser(description="Exact-match accuracy of fairseq-generate output.")
-    p.add_argument("generate_log", help="fairseq-generate output (e.g. generate-test.txt); '-' for stdin")
+    p.add_argument("generate_log", help="fairseq-generate output (e.g. generate-test.txt, or a run's eval/SUBSET.outputs.gz); '-' for stdin")
     p.add_argument("--categories", help="one category per line, line k = category of id k")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here (atomically)")
     p.add_argument("--expected-count", type=int, help="fail unless exactly this many examples are scored")
