@@ -454,7 +454,11 @@ def test_aggregate_by_length_counts_from_kept_outputs_and_checks_them(tmp_path):
     (seed2 / "gen.outputs.gz").write_bytes(gzip.compress(
         b"S-0\tx\nT-0\tA B\nH-0\t-0.1\tA B\nS-2\tz\nT-2\tA\nH-2\t-0.3\tB\nT-1\tA B C\nH-1\t-0.2\tA B C\n"))
     dest = tmp_path / "results" / "fake"
-    assert aggregate.main([str(out), "--no-plots", "--by-length", "gen", "--export", str(dest)]) == 0
+    (seed2 / "valid.json").write_text(json.dumps({"n": 1, "correct": 1, "accuracy": 1.0,
+                                                  "per_length": {"2": {"n": 1, "correct": 1, "accuracy": 1.0}}}))
+    assert aggregate.main([str(out), "--no-plots", "--by-length", "gen", "--by-length", "valid",
+                           "--export", str(dest)]) == 0
+    assert (out / "by_length_valid.md").read_text().splitlines()[4] == "| 2 | 1 | 1.000 |"  # one per subset
     rows = (out / "by_length_gen.md").read_text().splitlines()
     assert rows[2] == "| reference length | examples | a (seeds 1, 2) |"
     assert rows[4:7] == ["| 1 | 1 | 0.500 ± 0.707 |", "| 2 | 1 | 0.500 ± 0.707 |", "| 3 | 1 | 1.000 ± 0.000 |"]

@@ -26,8 +26,8 @@ metric on each validated subset vs updates, from the validation records of the r
 ``--log-format simple`` or ``json``, see :mod:`.train_log`; for ``accuracy``, the cogs_tagging task's ``exact_match`` counts too), mean over seeds with a ±std band; a dataset whose logs have no
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
-``--by-length SUBSET`` also writes OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png: exact match per
-reference length, mean ± std over seeds (:mod:`.by_length`).
+``--by-length SUBSET`` (repeatable) also writes OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png
+for each: exact match per reference length, mean ± std over seeds (:mod:`.by_length`).
 ``--compare A B`` also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
 two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
@@ -790,9 +790,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--categories", metavar="SUBSET",
                    help="also write OUT/categories_SUBSET.md: mean exact match per category of SUBSET "
                         "(eval/SUBSET.json's per_category, e.g. COGS gen)")
-    p.add_argument("--by-length", metavar="SUBSET",
-                   help="also write OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png: exact match "
-                        "per reference length over seeds (eval/SUBSET.json's per_length; pipelines/by_length.py)")
+    p.add_argument("--by-length", metavar="SUBSET", action="append", default=[],
+                   help="also write OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png (repeat it for "
+                        "more subsets, e.g. --by-length gen --by-length test): "
+                        "exact match per reference length over seeds (eval/SUBSET.json's per_length, or counted from "
+                        "eval/SUBSET.outputs.gz; pipelines/by_length.py)")
     p.add_argument("--early-stopping", metavar="SUBSET",
                    help="also write OUT/early_stopping_SUBSET.md: per run, every validated subset's in-loop value at "
                         "the update where SUBSET's was best (ties: the later, as fairseq's checkpoint_best.pt)")
@@ -824,11 +826,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cat_md = category_table(spec, runs, a.categories)
         atomic_write_text(out / f"categories_{a.categories}.md", cat_md)
         print(cat_md, end="")
-    length_groups = None
-    if a.by_length:
-        length_groups, left_out = by_length_groups(runs, a.by_length)
-        len_md = by_length.table(length_groups, a.by_length, functools.partial(_label, spec), left_out)
-        atomic_write_text(out / f"by_length_{a.by_length}.md", len_md)
+    length_groups = {}  # subset -> its groups
+    for subset in dict.fromkeys(a.by_length):
+        length_groups[subset], left_out = by_length_groups(runs, subset)
+        len_md = by_length.table(length_groups[subset], subset, functools.partial(_label, spec), left_out)
+        atomic_write_text(out / f"by_length_{subset}.md", len_md)
         print(len_md, end="")
     if a.early_stopping:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
@@ -851,8 +853,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         plots = Path(a.plots or out / "plots")
         for path in plot_curves(spec, runs, plots, a.scale, a.metric):
             print(f"plot: {path}")
-        if length_groups:
-            for path in by_length.plot(length_groups, a.by_length, functools.partial(_label, spec), plots):
+        for subset, groups in length_groups.items():
+            for path in by_length.plot(groups, subset, functools.partial(_label, spec), plots):
                 print(f"plot: {path}")
         if a.t5_biases:
             for path in plot_t5_biases(runs, plots / "t5_biases"):
