@@ -65,7 +65,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for flag, value in (("--every", a.every), ("--final", a.final)):
         if value <= 0:
             p.error(f"{flag} {value}: expected a positive number of epochs")
-    if a.tolerance < 0:
+    if not a.tolerance >= 0:  # nan too
         p.error(f"--tolerance {a.tolerance}: expected a relative tolerance >= 0")
     if a.final % a.every:
         p.error(f"--final {a.final} is not a multiple of --every {a.every}")

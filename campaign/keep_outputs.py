@@ -12,10 +12,13 @@ trained them is still here, its eval/<subset>.generate.txt is the output their r
 run under results/campaign/<sweep>/<dataset>/<config>/seedK/ and each of its eval/<subset>.json, the outputs file
 is written when:
   * STATE/runs/<same run>/eval/<subset>.json is byte for byte the recorded one (the same evaluation: its checkpoint
-    hash, counts and time), and <subset>.generate.txt lies beside it;
+    hash, counts and time), and <subset>.generate.txt lies beside it, no newer than that JSON (evaluation renames the
+    output into place before it scores and writes the JSON; a newer output is a later decoding whose scoring failed);
   * exact match counted again from the kept lines gives the recorded n and correct (for an exact-match result).
-Otherwise the run is named with the reason and left as it is. Runs that already have the file are skipped. The
-files are derived by this script from the run's own output, never edited; the commit names the command.
+Otherwise the result is named with the reason (an output that cannot be read or scored too) and left as it is.
+Results whose outputs file is already committed are skipped; one written but not committed (a pass with
+--no-commit, or one stopped before its commit) is committed by the next pass. The files are derived by this script
+from the run's own output, never edited; the commit names the command.
 """
 import argparse
 import sys
@@ -24,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from campaign.carry import commit_paths  # noqa: E402
+from campaign.carry import commit_paths, committed  # noqa: E402
 from fairseq_compgen.data.io import atomic_write_gzip_text  # noqa: E402
-from fairseq_compgen.errors import read_json  # noqa: E402
+from fairseq_compgen.errors import UsageError, read_json  # noqa: E402
 from fairseq_compgen.pipelines.evaluate import OUTPUTS, outputs_text  # noqa: E402
 from fairseq_compgen.scoring.exact_match import score_generate_output  # noqa: E402
 
@@ -45,6 +48,8 @@ def keep(repo: Path, state: Path):
         subset = result.stem
         dest = result.with_name(subset + OUTPUTS)
         if dest.exists():
+            if not committed(repo, dest.relative_to(repo).as_posix()):  # written by a pass that did not commit
+                written.append(dest.relative_to(repo))
             continue
         theirs = state / "runs" / rel
         generated = theirs.with_name(subset + ".generate.txt")
@@ -54,14 +59,21 @@ def keep(repo: Path, state: Path):
         if theirs.read_bytes() != result.read_bytes():
             refused.append((rel, f"{theirs} is not the recorded result (another evaluation)"))
             continue
-        text = outputs_text(generated)
-        recorded = read_json(result, "an evaluation result of fairseq-compgen eval")
-        if "accuracy" in recorded and "correct" in recorded:  # exact match: the kept lines must give its counts
-            counted = score_generate_output(text.splitlines(keepends=True), source=str(generated))
-            if (counted["n"], counted["correct"]) != (recorded["n"], recorded["correct"]):
-                refused.append((rel, f"its outputs give {counted['correct']} of {counted['n']}, the result "
-                                     f"{recorded['correct']} of {recorded['n']}"))
-                continue
+        if generated.stat().st_mtime > theirs.stat().st_mtime:
+            refused.append((rel, f"{generated} is newer than the result (a later decoding, not the one it scored)"))
+            continue
+        try:
+            text = outputs_text(generated)
+            recorded = read_json(result, "an evaluation result of fairseq-compgen eval")
+            if "accuracy" in recorded and "correct" in recorded:  # exact match: the kept lines must give its counts
+                counted = score_generate_output(text.splitlines(keepends=True), source=str(generated))
+                if (counted["n"], counted["correct"]) != (recorded["n"], recorded["correct"]):
+                    refused.append((rel, f"its outputs give {counted['correct']} of {counted['n']}, the result "
+                                         f"{recorded['correct']} of {recorded['n']}"))
+                    continue
+        except UsageError as e:  # an output that cannot be read or scored: this result only
+            refused.append((rel, str(e)))
+            continue
         atomic_write_gzip_text(dest, text)
         written.append(dest.relative_to(repo))
     return written, refused, absent

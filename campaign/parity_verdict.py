@@ -52,8 +52,10 @@ def main(argv=None) -> int:
     p.add_argument("bf16", type=Path, help="the bf16-autocast configuration's folder")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     a = p.parse_args(argv)
-    if len(set(a.seeds)) < 2:
-        p.error(f"--seeds {' '.join(map(str, a.seeds))}: the fp32 band needs a standard deviation, so 2 distinct seeds at least")
+    if len(set(a.seeds)) != len(a.seeds):
+        p.error(f"--seeds {' '.join(map(str, a.seeds))}: a seed named twice would count twice")
+    if len(a.seeds) < 2:
+        p.error(f"--seeds {' '.join(map(str, a.seeds))}: the fp32 band needs a standard deviation, so 2 seeds at least")
     try:
         fp32, bf16 = seeds_of(a.fp32, a.seeds), seeds_of(a.bf16, a.seeds)
     except (UsageError, FileNotFoundError, KeyError) as e:

@@ -76,7 +76,8 @@ cd "$STATE"
   f'campaign: fairseq_compgen imports from {p}, not from $TREE')"
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 RECORDS=$("$PY" -c "from fairseq_compgen.pipelines.runner import RECORDS; print(*RECORDS)")
-read -r -a EVAL_KEPT <<< "$("$PY" -c "from fairseq_compgen.pipelines.runner import EVAL_KEPT; print(*EVAL_KEPT)")"
+kept=$("$PY" -c "from fairseq_compgen.pipelines.runner import EVAL_KEPT; print(*EVAL_KEPT)")  # an assignment: errexit
+read -r -a EVAL_KEPT <<< "$kept"  # patterns (not expanded here)
 # a queue line "prep ARGS... --out DIR" prepares DIR (relative to STATE) unless it exists
 prep_once() {  # a queue's prep line runs once per state folder: a marker per command line, written when it succeeded
   # (an output folder alone does not say that: prep makes it before its files, and a session may end in between);
@@ -117,6 +118,11 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
           if [ -f "$f" ]; then cp "$f" "$tmp/eval/"; fi
         done
       done
+      if ! compgen -G "$tmp/eval/*.json" > /dev/null; then  # bash's builtin: a finished run has its results
+        echo "campaign: $rel has done.json but no eval/*.json: not recorded" >&2
+        rm -rf "$tmp"
+        continue
+      fi
       # the run's records (runner.RECORDS: settings, command, launch, commit, machine, data, train.log, and every
       # invocation of a resumed run in the *.history files), those it has
       for f in $RECORDS; do

@@ -20,7 +20,8 @@
 # see step 3), DECODE (where the finished runs are evaluated: cpu, the
 # default, on the machine's cores, THREADS threads each; gpu), PACK=1 (bring back a few flat files, as the device tool
 # does: at most 8, 16 MiB each, 64 MiB together: see below), CARRY_MIB (with PACK=1, the most checkpoints to carry,
-# default 56).
+# default 56), RESULTS_MIB (with PACK=1, the largest results.tar.gz, default 15: past it, it is packed again without
+# the runs' decoded outputs, and the log names them).
 #
 # The device tool's copy of the working tree carried a .git that was not at our HEAD (2026-11-26: runs recorded the
 # commit before ours, "dirty"): write `git rev-parse HEAD > commit.manifest && git ls-tree -r HEAD >> commit.manifest`
@@ -51,7 +52,9 @@ TEE_PID=$!
 finish() {
   [ "$ONESHOT_MPS" = 1 ] && { mps_stop; echo "oneshot: MPS daemon stopped"; }
   exec >&- 2>&-
-  wait "$TEE_PID" 2>/dev/null
+  # tee ends when every writer has closed the pipe: a process still holding it (a daemon started with our output)
+  # must not keep the call running until the device tool's timeout, so 10 s at most
+  for _ in $(seq 100); do kill -0 "$TEE_PID" 2>/dev/null || break; sleep 0.1; done
 }
 ONESHOT_MPS=0
 trap finish EXIT
@@ -205,10 +208,22 @@ summary = {"runs": n_all, "done": n_done, "mps": os.environ.get("ONESHOT_MPS") =
 (out / "steps_per_s.json").write_text(json.dumps(summary, indent=1) + "\n")
 print(f"oneshot: {n_done}/{n_all} runs done; {len(rates)} logging, {summary['sum_ups']} updates/s in all")
 if pack:
-    with tarfile.open(final_out / "results.tar.gz.tmp", "w:gz") as tar:  # every run's records, logs and results
-        for p in sorted(out.iterdir()):
-            if p.name != "carry":
-                tar.add(p, arcname=p.name)
+    def pack_results(outputs: bool) -> int:
+        """results.tar.gz.tmp: every run's records, logs and results (and the decoded outputs, unless not
+        `outputs`); its size in bytes."""
+        with tarfile.open(final_out / "results.tar.gz.tmp", "w:gz") as tar:
+            for p in sorted(out.iterdir()):
+                if p.name != "carry":
+                    tar.add(p, arcname=p.name,
+                            filter=None if outputs else lambda t: None if t.name.endswith(".outputs.gz") else t)
+        return (final_out / "results.tar.gz.tmp").stat().st_size
+
+    size, limit = pack_results(outputs=True), float(os.environ.get("RESULTS_MIB", "15"))
+    if size > limit * 2**20:  # the device tool drops a file over 16 MiB, and every record of the slice with it
+        dropped = sorted(str(p.relative_to(out)) for p in out.glob("*/*/*/seed*/eval/*.outputs.gz"))
+        size_without = pack_results(outputs=False)
+        print(f"oneshot: results.tar.gz would be {size / 2**20:.1f} MiB with the decoded outputs (over RESULTS_MIB="
+              f"{limit:g}): packed without them ({size_without / 2**20:.1f} MiB); left out: {', '.join(dropped)}")
     (final_out / "results.tar.gz.tmp").rename(final_out / "results.tar.gz")
     shutil.copy2(out / "steps_per_s.json", final_out / "steps_per_s.json")
     carried = sorted(ck.parent for ck in (out / "carry").glob("**/checkpoint_last.pt"))

@@ -193,10 +193,11 @@ def test_parity_verdict_reads_committed_runs_and_applies_both_rules(tmp_path):
     assert str(tmp_path / "seed1") in missing.stderr
 
     # one seed has no standard deviation: a usage error naming the flag, not a traceback
-    one = subprocess.run([sys.executable, script, fp32, bf16, "--seeds", "1", "1"], capture_output=True, text=True)
-    assert one.returncode == 2 and "Traceback" not in one.stderr, one.stderr
-    assert one.stderr.strip().splitlines()[-1].endswith("--seeds 1 1: the fp32 band needs a standard deviation, "
-                                                        "so 2 distinct seeds at least"), one.stderr
+    for seeds, message in ((["1"], "--seeds 1: the fp32 band needs a standard deviation, so 2 seeds at least"),
+                           (["1", "1", "2"], "--seeds 1 1 2: a seed named twice would count twice")):
+        bad = subprocess.run([sys.executable, script, fp32, bf16, "--seeds", *seeds], capture_output=True, text=True)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+        assert bad.stderr.strip().splitlines()[-1].endswith(message), bad.stderr
 
 
 def test_budget_rule_reads_epoch_summaries_and_takes_the_larger_budget(tmp_path):
@@ -243,7 +244,8 @@ def test_budget_rule_reads_epoch_summaries_and_takes_the_larger_budget(tmp_path)
 
     for flags, message in ((["--every", "0"], "--every 0: expected a positive number of epochs"),
                            (["--final", "-10"], "--final -10: expected a positive number of epochs"),
-                           (["--tolerance", "-0.1"], "--tolerance -0.1: expected a relative tolerance >= 0")):
+                           (["--tolerance", "-0.1"], "--tolerance -0.1: expected a relative tolerance >= 0"),
+                           (["--tolerance", "nan"], "--tolerance nan: expected a relative tolerance >= 0")):
         p = subprocess.run([sys.executable, script, tmp_path / "jump", *flags], capture_output=True, text=True)
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         assert p.stderr.strip().splitlines()[-1].endswith(message), p.stderr
@@ -500,9 +502,10 @@ def test_status_names_a_bad_queue_line_in_one_line(tmp_path):
 
 def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
     """campaign/keep_outputs.py: a recorded run whose state-folder copy holds the same evaluation (its JSON byte for
-    byte) and its fairseq-generate output gets eval/<subset>.outputs.gz, that output's S/T/H/D lines; another
-    evaluation in the state folder, outputs that do not give the recorded counts, and runs the state folder does
-    not hold are left as they are; a second pass writes nothing."""
+    byte) and the fairseq-generate output it scored gets eval/<subset>.outputs.gz, that output's S/T/H/D lines;
+    another evaluation in the state folder, an output newer than its result (a later decoding), outputs that do not
+    give the recorded counts or cannot be scored, and runs the state folder does not hold are left as they are, each
+    named; a file written but not committed is committed by the next pass; a committed one is skipped."""
     import gzip
 
     sys.path.insert(0, str(REPO))
@@ -514,15 +517,19 @@ def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
                 "Generate gen with beam=1: BLEU4 = 50.0\n")
     result = json.dumps({"n": 2, "correct": 1, "accuracy": 0.5, "checkpoint_sha256": "ab"})
     repo, state = tmp_path / "repo", tmp_path / "state"
+    repo.mkdir()
+    _git(repo, "init", "-q")
 
-    def run(seed, recorded=result, theirs=result, output=generate):
+    def run(seed, recorded=result, theirs=result, output=generate, output_newer=False):
         rel = Path("sw") / "scan" / "a" / f"seed{seed}" / "eval"
         (repo / "results" / "campaign" / rel).mkdir(parents=True)
         (repo / "results" / "campaign" / rel / "gen.json").write_text(recorded)
         if theirs is not None:
             (state / "runs" / rel).mkdir(parents=True)
-            (state / "runs" / rel / "gen.json").write_text(theirs)
             (state / "runs" / rel / "gen.generate.txt").write_text(output)
+            (state / "runs" / rel / "gen.json").write_text(theirs)
+            stamp = (state / "runs" / rel / "gen.json").stat().st_mtime  # as eval: the output renamed in first
+            os.utime(state / "runs" / rel / "gen.generate.txt", (stamp + (5 if output_newer else -5),) * 2)
         return repo / "results" / "campaign" / rel / "gen.outputs.gz"
 
     kept = run(1)
@@ -530,17 +537,27 @@ def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
     wrong = run(3, recorded=result.replace('"correct": 1', '"correct": 2'),
                 theirs=result.replace('"correct": 1', '"correct": 2'))  # counts its outputs do not give
     elsewhere = run(4, theirs=None)  # trained on another machine
+    later = run(5, output_newer=True)  # decoded again after the result was written
+    cut = run(6, output=generate.replace("H-0\t-0.1\tI_JUMP\n", ""))  # a reference without its hypothesis
     written, refused, absent = keep_outputs.keep(repo, state)
     assert written == [kept.relative_to(repo)] and absent == 1
     assert gzip.decompress(kept.read_bytes()).decode() == (
         "S-1\twalk\nT-1\tI_WALK\nH-1\t-0.2\tI_RUN\nD-1\t-0.2\tI_RUN\n"
         "S-0\tjump\nT-0\tI_JUMP\nH-0\t-0.1\tI_JUMP\nD-0\t-0.1\tI_JUMP\n")
+    runs = state / "runs" / "sw" / "scan" / "a"
     assert [(str(rel), why) for rel, why in refused] == [
-        ("sw/scan/a/seed2/eval/gen.json", f"{state}/runs/sw/scan/a/seed2/eval/gen.json is not the recorded result "
-                                          "(another evaluation)"),
-        ("sw/scan/a/seed3/eval/gen.json", "its outputs give 1 of 2, the result 2 of 2")]
-    assert not other.exists() and not wrong.exists() and not elsewhere.exists()
-    assert keep_outputs.keep(repo, state)[0] == []  # already kept
+        ("sw/scan/a/seed2/eval/gen.json", f"{runs}/seed2/eval/gen.json is not the recorded result (another "
+                                          "evaluation)"),
+        ("sw/scan/a/seed3/eval/gen.json", "its outputs give 1 of 2, the result 2 of 2"),
+        ("sw/scan/a/seed5/eval/gen.json", f"{runs}/seed5/eval/gen.generate.txt is newer than the result (a later "
+                                          "decoding, not the one it scored)"),
+        ("sw/scan/a/seed6/eval/gen.json", f"{runs}/seed6/eval/gen.generate.txt: 1 id(s) with a reference (T-) but "
+                                          "no hypothesis (H-): 0")]
+    assert not any(p.exists() for p in (other, wrong, elsewhere, later, cut))
+    assert keep_outputs.keep(repo, state)[0] == [kept.relative_to(repo)]  # written, not committed: still to commit
+    _git(repo, "add", "results")
+    _git(repo, "commit", "-q", "-m", "kept")
+    assert keep_outputs.keep(repo, state)[0] == []  # committed: skipped
 
     p = subprocess.run([sys.executable, REPO / "campaign" / "keep_outputs.py", "--state", tmp_path / "nothing"],
                        capture_output=True, text=True)

@@ -36,9 +36,9 @@ configurations:
     return path
 
 
-def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None, pack: bool = False):
+def _oneshot(sweep: Path, out: Path, runs: Path, slice_s: int, carry: Path = None, pack: bool = False, **settings):
     env = dict(os.environ, CPU="1", JOBS="2", SLICE_S=str(slice_s), OUT=str(out), RUNS=str(runs), PREP="",
-               CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1", PACK="1" if pack else "0")
+               CARRY=str(carry or runs / "no-carry"), OMP_NUM_THREADS="1", PACK="1" if pack else "0", **settings)
     fresh = not out.exists()
     p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", str(sweep), "scan/*"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=slice_s + 240)
@@ -101,6 +101,18 @@ def test_slices_stop_carry_resume_and_finish(scan_bin, tmp_path):
     assert json.loads((tmp_path / "out3" / "short" / "sweep.json").read_text())["spec"]["name"] == "short"
     assert json.loads((tmp_path / "out3" / "steps_per_s.json").read_text())["done"] == 1
     assert not (tmp_path / "out3" / "carry").exists()
+
+    # packed, the finished run's outputs travel in results.tar.gz; past RESULTS_MIB it is packed without them, saying so
+    def packed(out):
+        with tarfile.open(out / "results.tar.gz") as tar:
+            return {Path(n).name for n in tar.getnames() if "/eval/" in n}
+
+    _oneshot(short, tmp_path / "out4", tmp_path / "machine1", slice_s=60, pack=True)
+    assert {"gen.json", "gen.outputs.gz", "valid.outputs.gz"} <= packed(tmp_path / "out4")
+    log = _oneshot(short, tmp_path / "out5", tmp_path / "machine1", slice_s=60, pack=True, RESULTS_MIB="0")
+    assert "packed without them" in log and "short/scan/rel_uni/seed1/eval/gen.outputs.gz" in log, log
+    assert "gen.json" in packed(tmp_path / "out5") and not any(
+        n.endswith(".outputs.gz") for n in packed(tmp_path / "out5"))
 
 
 def test_an_unknown_decode_is_one_line(tmp_path):

@@ -169,6 +169,9 @@ def test_score_of_gzip_outputs_and_of_a_damaged_one(scorer, tmp_path):
     plain.write_text(text)
     packed.write_bytes(gzip.compress(text.encode()))
     assert compgen("score", scorer, packed).stdout == compgen("score", scorer, plain).stdout
+    piped = subprocess.run([*COMPGEN, "score", scorer, "-"], cwd=REPO, env=_env(), input=packed.read_bytes(),
+                           capture_output=True, timeout=300)  # standard input too
+    assert piped.returncode == 0 and piped.stdout.decode() == compgen("score", scorer, plain).stdout, piped.stderr
     cut = tmp_path / "cut.outputs.gz"
     cut.write_bytes(packed.read_bytes()[:-12])
     last = one_line(compgen("score", scorer, cut))

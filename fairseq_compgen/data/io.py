@@ -49,11 +49,16 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def read_text_lines(path: PathLike, expected: str) -> list:
-    """The lines (with their ends) of the UTF-8 text file `path`, read decompressed if it is gzip (as a run's
-    eval/SUBSET.outputs.gz); a binary file (a NUL byte, or bytes that are not UTF-8) or a damaged gzip file is a
-    DataError naming the file, the first bad line and `expected` (what the file should hold)."""
-    path = Path(path)
-    data = path.read_bytes()
+    """The lines (with their ends) of the UTF-8 text file `path` ("-": standard input), read decompressed if it is
+    gzip (as a run's eval/SUBSET.outputs.gz); a binary file (a NUL byte, or bytes that are not UTF-8) or a damaged
+    gzip file is a DataError naming the file, the first bad line and `expected` (what the file should hold)."""
+    if path == "-":
+        import sys
+
+        path, data = "<stdin>", sys.stdin.buffer.read()
+    else:
+        path = Path(path)
+        data = path.read_bytes()
     if data[:2] == GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
@@ -277,9 +282,15 @@ def atomic_write_text(path: PathLike, text: str) -> None:
 
 
 def gzip_text(text: str) -> bytes:
-    """``text`` as UTF-8, gzip-compressed; the same text always gives the same bytes (no time or file name in the
-    gzip header), so a file rewritten unchanged is unchanged for git."""
-    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    """``text`` as UTF-8, gzip-compressed, with no time, file name or OS in the header (GzipFile's own header, not
+    zlib's, whose OS byte depends on the platform), so that the same text gives the same bytes wherever the same
+    zlib compresses it, and a file rewritten unchanged is unchanged for git."""
+    import io as _io
+
+    buffer = _io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, compresslevel=9, mtime=0) as f:
+        f.write(text.encode("utf-8"))
+    return buffer.getvalue()
 
 
 def atomic_write_gzip_text(path: PathLike, text: str) -> None:

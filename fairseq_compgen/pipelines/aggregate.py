@@ -33,8 +33,8 @@ two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
 subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
 test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
-``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs, records and
-train.log metric lines, with sweep.json and the tables (see :func:`export`).
+``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs and
+kept outputs (eval/SUBSET.outputs.gz), records and train.log metric lines, with sweep.json and the tables (see :func:`export`).
 A configuration's ``paper: {dataset/subset: "0.30 ± 0.02"}`` in the sweep file is shown beside its cell as
 "(paper 0.30 ± 0.02; inside)" and in table.csv's paper and verdict columns, as written (the paper's units): the
 verdict says whether our mean lies within 2 of the paper's standard deviations (a standard error written as
@@ -614,8 +614,9 @@ def by_length_groups(runs: List[dict], subset: str) -> Tuple[by_length.Groups, L
                                  f"{first[0]}: expected runs of one dataset to be evaluated on the same data")
         groups[r["dataset"], r["config"]][r["seed"]] = per_length
     if not groups:
-        raise UsageError(f"--by-length {subset}: no finished run's eval/{subset}.json has per_length (runs "
-                         f"evaluated before it was recorded: {len(left_out)}); rerun their evaluation to record it")
+        raise UsageError(f"--by-length {subset}: no finished run's eval/{subset}.json has per_length, nor kept "
+                         f"outputs (eval/{subset}{OUTPUTS}) to count it from (runs evaluated before either was "
+                         f"recorded: {len(left_out)}); rerun their evaluation to record it")
     return dict(groups), left_out
 
 
@@ -803,7 +804,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "p-value of a two-sided permutation test over seeds (pipelines/compare.py)")
     p.add_argument("--export", metavar="DIR",
                    help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
-                        "JSONs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
+                        "JSONs and kept outputs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
     outs = [Path(o) for o in a.outs]

@@ -9,8 +9,8 @@ folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.p
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
 train` records it, GPU included unless --cpu, and the seconds the subset took), SUBSET.outputs.gz (the decoded
-outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt, without per-token scores
-or log lines, gzip, about 1/40 of its size; every scorer reads it as it reads the whole output, e.g. `fairseq-compgen
+outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt (and COGS tagging's E-),
+without per-token scores or log lines, gzip, about 1/40 of its size; every scorer reads it as it reads the whole output, e.g. `fairseq-compgen
 score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the errors read, without the
 checkpoint: sweeps and the campaign keep it with the run's records), and prints one line. A SUBSET.json there of
 another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
@@ -49,7 +49,8 @@ from fairseq_compgen.data.io import gzip_text, read_text_lines
 from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
 
 OUTPUTS = ".outputs.gz"  # eval/SUBSET.outputs.gz: the module docstring
-OUTPUT_LINE = re.compile(r"^[STHD]-\d+\t")  # source, reference, hypothesis, detokenized hypothesis
+# source, reference, hypothesis, detokenized hypothesis, and COGS tagging's E- (why tags gave no logical form)
+OUTPUT_LINE = re.compile(r"^[STHDE]-\d+\t")
 
 
 def outputs_text(generated: Path) -> str:

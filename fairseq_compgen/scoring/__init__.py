@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from fairseq_compgen.data.io import read_text_lines
 from fairseq_compgen.errors import UsageError
+
+GENERATE_OUTPUT = "fairseq-generate output (S-/T-/H- lines)"
+
+
+def read_generate_output(arg: str) -> Tuple[list, str]:
+    """(lines, name for messages) of a scorer's GENERATE_LOG argument: a file, read decompressed if it is gzip (a
+    run's eval/SUBSET.outputs.gz), or "-" for standard input (the same)."""
+    if arg != "-" and not Path(arg).is_file():
+        raise FileNotFoundError(f"fairseq-generate output not found: {arg}")
+    return read_text_lines(arg, GENERATE_OUTPUT), ("<stdin>" if arg == "-" else str(arg))
 
 
 def _needs_nothing(data: Path, subset: str) -> None:

@@ -18,12 +18,9 @@ fairseq-generate without ``--post-process`` or with it: already-removed subwords
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
-from fairseq_compgen.data.io import read_text_lines
-from fairseq_compgen.scoring import Scorer, register
+from fairseq_compgen.scoring import Scorer, read_generate_output, register
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
 
@@ -91,13 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                    help="TOKENIZED BLEU (tokenize=none, no detokenization), as reported for En->Ne/Si in FLoRes")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
     args = p.parse_args(argv)
-    if args.generate_log == "-":
-        ids, hyps, refs = read_pairs(sys.stdin, "<stdin>")
-    else:
-        path = Path(args.generate_log)
-        if not path.is_file():
-            raise FileNotFoundError(f"fairseq-generate output not found: {path}")
-        ids, hyps, refs = read_pairs(read_text_lines(path, "fairseq-generate output (S-/T-/H- lines)"), str(path))
+    ids, hyps, refs = read_pairs(*read_generate_output(args.generate_log))
     result = score(hyps, refs, args.remove_bpe, args.detok, args.lang, args.tokenized)
     print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences")
     print(f"signature: {result['signature']}")

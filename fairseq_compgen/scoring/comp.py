@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data.io import DataError, read_text_lines
 from fairseq_compgen.errors import MissingFileError
-from fairseq_compgen.scoring import Scorer, register
+from fairseq_compgen.scoring import Scorer, read_generate_output, register
 from fairseq_compgen.scoring.bleu import remove_bpe
 from fairseq_compgen.scoring.exact_match import ScoringError, _ids, parse_generate_output, run_cli, write_json
 
@@ -75,13 +74,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     p.add_argument("--json", dest="json_out")
     args = p.parse_args(argv)
     meta = read_meta(args.meta)
-    if args.generate_log == "-":
-        res = score_generate_output(sys.stdin, meta, "<stdin>")
-    else:
-        if not Path(args.generate_log).is_file():
-            raise FileNotFoundError(f"fairseq-generate output not found: {args.generate_log}")
-        lines = read_text_lines(args.generate_log, "fairseq-generate output (S-/T-/H- lines)")
-        res = score_generate_output(lines, meta, args.generate_log)
+    lines, source = read_generate_output(args.generate_log)
+    res = score_generate_output(lines, meta, source)
     print(f"COMP: {res['comp']:.4f} ({res['hits']}/{res['n']} hypotheses with both the French adjective and noun)")
     if args.json_out:
         write_json(args.json_out, res)

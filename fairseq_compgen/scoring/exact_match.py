@@ -39,7 +39,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from fairseq_compgen.data.io import DataError, atomic_write_text, read_text_lines
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.scoring import Scorer, register
+from fairseq_compgen.scoring import Scorer, read_generate_output, register
 
 Tokens = Union[str, Sequence[str]]
 
@@ -197,14 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     args = p.parse_args(argv)
 
     categories = read_categories(args.categories) if args.categories else None
-    if args.generate_log == "-":
-        result = score_generate_output(sys.stdin, categories, args.expected_count, source="<stdin>")
-    else:
-        path = Path(args.generate_log)
-        if not path.is_file():
-            raise FileNotFoundError(f"fairseq-generate output not found: {path}")
-        lines = read_text_lines(path, "fairseq-generate output (S-/T-/H- lines)")
-        result = score_generate_output(lines, categories, args.expected_count, source=str(path))
+    lines, source = read_generate_output(args.generate_log)
+    result = score_generate_output(lines, categories, args.expected_count, source=source)
     print(format_table(result))
     if args.json_out:
         write_json(args.json_out, result)
