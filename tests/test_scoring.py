@@ -160,3 +160,25 @@ def test_cli(tmp_path, capsys):
         main([str(tmp_path / "nope.txt")])
     with pytest.raises(ScoringError, match="expected 4"):
         main([str(log), "--expected-count", "4"])
+
+
+def test_errors_lists_the_first_wrong_examples_by_id(tmp_path, capsys):
+    """--errors N: after the table, the first N wrong examples by id (1: a prefix, 2: too long), each with its
+    source, reference, first hypothesis and category; a negative N is a usage error."""
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.scoring.exact_match import format_errors
+
+    assert format_errors(lines(), 5, ["a", "b", "c", "d", "e"]).splitlines() == [
+        "wrong: 2 of 5; the first 2 by id",
+        "  id 1 [b]", "    source:     run thrice after look", "    reference:  I_LOOK I_RUN I_RUN I_RUN",
+        "    hypothesis: I_LOOK I_RUN I_RUN",
+        "  id 2 [c]", "    source:     jump twice", "    reference:  I_JUMP I_JUMP",
+        "    hypothesis: I_JUMP I_JUMP I_JUMP"]
+    log = tmp_path / "generate.txt"
+    log.write_text(GENERATE_LOG)
+    main([str(log), "--errors", "1"])
+    out = capsys.readouterr().out
+    assert "wrong: 2 of 5; the first 1 by id\n  id 1\n    source:     run thrice after look\n" in out
+    assert "id 2" not in out
+    with pytest.raises(UsageError, match=r"^--errors -1: expected a number of examples >= 0$"):
+        main([str(log), "--errors", "-1"])

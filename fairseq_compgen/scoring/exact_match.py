@@ -194,15 +194,41 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     p.add_argument("--categories", help="one category per line, line k = category of id k")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here (atomically)")
     p.add_argument("--expected-count", type=int, help="fail unless exactly this many examples are scored")
+    p.add_argument("--errors", type=int, default=0, metavar="N",
+                   help="also print the first N wrong examples (by id): source, reference, hypothesis, category")
     args = p.parse_args(argv)
+    if args.errors < 0:
+        raise UsageError(f"--errors {args.errors}: expected a number of examples >= 0")
 
     categories = read_categories(args.categories) if args.categories else None
     lines, source = read_generate_output(args.generate_log)
     result = score_generate_output(lines, categories, args.expected_count, source=source)
     print(format_table(result))
+    if args.errors:
+        print(format_errors(lines, args.errors, categories, source))
     if args.json_out:
         write_json(args.json_out, result)
     return result
+
+
+def format_errors(lines: Sequence[str], limit: int, categories: Optional[Sequence[str]] = None,
+                  source: str = "<generate output>") -> str:
+    """The first `limit` wrong examples (by id) of scored generate output `lines`, with their source (S- line),
+    reference, hypothesis and category: what to read first when a model fails (e.g. from a run's kept
+    eval/SUBSET.outputs.gz, without its checkpoint)."""
+    refs, hyps = parse_generate_output(lines, source=source)
+    sources = {}
+    for line in lines:
+        m = _LINE_RE.match(line.rstrip("\r\n"))
+        if m and m.group(1) == "S":
+            sources.setdefault(int(m.group(2)), m.group(3))
+    wrong = [i for i in sorted(refs) if i in hyps and not exact_match(hyps[i], refs[i])]
+    out = [f"wrong: {len(wrong)} of {len(refs)}; the first {min(limit, len(wrong))} by id"]
+    for i in wrong[:limit]:
+        cat = f" [{categories[i]}]" if categories is not None and i < len(categories) else ""
+        out += [f"  id {i}{cat}", f"    source:     {sources.get(i, '(no S- line)')}",
+                f"    reference:  {' '.join(refs[i])}", f"    hypothesis: {' '.join(hyps[i])}"]
+    return "\n".join(out)
 
 
 def write_json(path, result: dict) -> None:
