@@ -9,11 +9,11 @@ folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.p
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
 train` records it, GPU included unless --cpu, and the seconds the subset took), SUBSET.outputs.gz (the decoded
-outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt (and COGS tagging's E-),
-without per-token scores or log lines, gzip, about 1/40 of its size; every scorer reads it as it reads the whole output, e.g. `fairseq-compgen
-score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the errors read, without the
-checkpoint: sweeps and the campaign keep it with the run's records), and prints one line. A SUBSET.json there of
-another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
+outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt, and COGS tagging's E-, without
+per-token scores or log lines, gzip, about 1/20 to 1/30 of its size; every scorer reads it as it reads the whole
+output, e.g. `fairseq-compgen score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the
+errors read, without the checkpoint: sweeps and the campaign keep it with the run's records), and prints one line.
+A SUBSET.json there of another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
 --overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
 (the output of a decoding whose scoring failed stays, as SUBSET.generate.txt, to be looked at).
 Decoding:
