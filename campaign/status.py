@@ -11,12 +11,15 @@ campaign commits it right after copying it), or in results/campaign_gpu/ (finish
 under way when its folder in STATE/runs/ has a train.log but no done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
 The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
 evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
-dataset; a run under way counts whole; a run under way with neither, its own pace so far extrapolated to its
-budget (extrapolated_hours); runs with none of these are counted apart. Times were measured
+dataset, or else the median pace per update of recorded runs of the same arch, data and flags in other sweeps times
+its budget in updates (paced_hours: e.g. a 50,000-update run from 5,000-update ones); a run under way counts whole; a
+run under way with none of these, its own pace so far extrapolated to its budget (extrapolated_hours); runs with
+nothing to go by are counted apart. Times were measured
 on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
 changes nothing.
 """
 import argparse
+import json
 import shlex
 import statistics
 import sys
@@ -26,6 +29,7 @@ from typing import Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from fairseq_compgen import recipes  # noqa: E402
 from fairseq_compgen.pipelines import sweep  # noqa: E402
 from fairseq_compgen.pipelines.train import last  # noqa: E402
 from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_wall  # noqa: E402
@@ -42,6 +46,54 @@ def recorded_hours(results: Path):
         by_config.setdefault((sweep_name, dataset, config), []).append(seconds / 3600)
         by_dataset.setdefault((sweep_name, dataset), []).append(seconds / 3600)
     return by_config, by_dataset
+
+
+BUDGET_FLAGS = ("--max-update", "--max-epoch")
+
+
+def model_flags(flags) -> tuple:
+    """A run's flags less its budget (--max-update N, --max-epoch N): what makes two runs' updates cost the same."""
+    out, skip = [], False
+    for f in flags:
+        if skip:
+            skip = False
+        elif f in BUDGET_FLAGS:
+            skip = True
+        else:
+            out.append(f)
+    return tuple(out)
+
+
+def recorded_pace(results: Path):
+    """(arch, the data folder's last three parts, model_flags) -> training hours per update of each recorded run
+    (train.log's clock over done.json's num_updates)."""
+    pace = {}
+    for done in results.glob("*/*/*/seed*/done.json"):
+        log = done.with_name("train.log")
+        seconds = train_wall(log) if log.is_file() else None
+        try:
+            record = json.loads(done.read_text())
+        except ValueError:
+            continue
+        settings = record.get("settings") or {}
+        if not seconds or not record.get("num_updates") or not settings.get("arch") or not settings.get("data"):
+            continue
+        key = (settings["arch"], Path(settings["data"]).parts[-3:], model_flags(settings.get("flags") or []))
+        pace.setdefault(key, []).append(seconds / 3600 / int(record["num_updates"]))
+    return pace
+
+
+def paced_hours(run, pace) -> Optional[float]:
+    """A run with no recorded run of its sweep: the median pace per update of recorded runs of the same arch, data
+    and flags (other sweeps, other budgets) times its budget in updates (its --max-update, else its recipe's);
+    None without both."""
+    per_update = pace.get((run.arch, Path(run.data).parts[-3:], model_flags(run.flags)))
+    budget = last(run.flags, "--max-update")
+    if budget is None and run.recipe:
+        budget = recipes.get(run.recipe).options.get("max-update")
+    if not per_update or budget in (None, True) or int(budget) <= 0:
+        return None
+    return statistics.median(per_update) * int(budget)
 
 
 def extrapolated_hours(folder: Path) -> Optional[float]:
@@ -85,6 +137,7 @@ def main(argv=None) -> int:
     queues = a.queue or sorted((REPO / "campaign").glob("queue*.txt"))
     results = a.results
     by_config, by_dataset = recorded_hours(results)
+    pace = recorded_pace(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
     cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
@@ -105,7 +158,7 @@ def main(argv=None) -> int:
                     seen[key] = "done"
                     continue
                 known = by_config.get((name, run.dataset, run.config)) or by_dataset.get((name, run.dataset))
-                cost[key] = statistics.median(known) if known else None
+                cost[key] = statistics.median(known) if known else paced_hours(run, pace)
                 log = a.state / "runs" / name / run.name / "train.log"
                 carried = results / "_carry" / name / run.name / "train.log"  # campaign/carry.py save
                 if log.is_file():
@@ -131,7 +184,8 @@ def main(argv=None) -> int:
     todo = [cost[k] for k, v in seen.items() if v != "done"]
     known = [h for h in todo if h is not None]
     print(f"training time to come: about {sum(known):.1f} core-hours for {len(known)} runs at the median of the "
-          f"recorded runs like them (or their own pace so far); {len(todo) - len(known)} runs with none to go by")
+          f"recorded runs like them (or the pace per update of runs of the same model, data and flags, or their own "
+          f"pace so far); {len(todo) - len(known)} runs with none to go by")
     return 0
 
 

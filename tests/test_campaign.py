@@ -284,10 +284,13 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n"
-                     "campaign/chaabouni_jump_curve.yaml jump/*/seed1\n")
+                     "campaign/chaabouni_jump_curve.yaml jump/*/seed1\n"
+                     "campaign/park_kim_scan26_50k.yaml scan/lt/seed1\n")
     results, state = tmp_path / "results", tmp_path / "state"
     (results / "park_kim_scan26_5k/scan/lt/seed1").mkdir(parents=True)
-    (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text("{}")
+    (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text(json.dumps({  # 1,000 updates in 1.5 h
+        "num_updates": 1000, "settings": {"arch": "linear_uni_transformer_scan", "flags": ["--max-update", "1000"],
+                                          "data": "/elsewhere/data/scan/length_cutoff_26/bin"}}))
     (results / "park_kim_scan26_5k/scan/lt/seed1/train.log").write_text(  # 1.5 h of training, in two invocations
         '# 2026-11-25T08:00:00 sweep: fairseq-train ...\n'
         '2026-11-25 08:59:59 | INFO | train | {"epoch": 9, "train_loss": "0.5", "train_num_updates": "800", '
@@ -326,11 +329,14 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         "; 1 left",
         "    5 campaign/chaabouni_jump_curve.yaml jump/*/seed1: 0/2 done; under way: jump/transformer/seed1 "
         "(update 1,450); 1 left",
-        "distinct runs: 6; done 1, under way 3, left 2",
+        "    6 campaign/park_kim_scan26_50k.yaml scan/lt/seed1: 0/1 done",
+        "distinct runs: 7; done 1, under way 3, left 3",
         # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h;
-        # the Chaabouni Transformer 5 h (its own pace)
-        "training time to come: about 9.5 core-hours for 4 runs at the median of the recorded runs like them (or "
-        "their own pace so far); 1 runs with none to go by"]
+        # the Chaabouni Transformer 5 h (its own pace); the 50k sweep's lt, nothing of its sweep recorded: 5k lt's
+        # pace, 1.5 h per 1,000 updates, times the recipe's 50,000 updates: 75 h; SAG + T5: nothing to go by
+        "training time to come: about 84.5 core-hours for 5 runs at the median of the recorded runs like them (or "
+        "the pace per update of runs of the same model, data and flags, or their own pace so far); 1 runs with none "
+        "to go by"]
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
