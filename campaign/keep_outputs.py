@@ -31,7 +31,7 @@ from campaign.carry import commit_paths, committed  # noqa: E402
 from fairseq_compgen.data.io import atomic_write_gzip_text  # noqa: E402
 from fairseq_compgen.errors import UsageError, read_json  # noqa: E402
 from fairseq_compgen.pipelines.evaluate import OUTPUTS, outputs_text  # noqa: E402
-from fairseq_compgen.scoring.exact_match import score_generate_output  # noqa: E402
+from fairseq_compgen.scoring.exact_match import rescore  # noqa: E402
 
 RESULTS = Path("results") / "campaign"  # relative to the repository
 
@@ -66,12 +66,8 @@ def keep(repo: Path, state: Path):
             text = outputs_text(generated)
             recorded = read_json(result, "an evaluation result of fairseq-compgen eval")
             if "accuracy" in recorded and "correct" in recorded:  # exact match: the kept lines must give its counts
-                counted = score_generate_output(text.splitlines(keepends=True), source=str(generated))
-                if (counted["n"], counted["correct"]) != (recorded["n"], recorded["correct"]):
-                    refused.append((rel, f"its outputs give {counted['correct']} of {counted['n']}, the result "
-                                         f"{recorded['correct']} of {recorded['n']}"))
-                    continue
-        except UsageError as e:  # an output that cannot be read or scored: this result only
+                rescore(text.splitlines(keepends=True), recorded, str(generated), str(result))
+        except UsageError as e:  # an output that cannot be read or scored, or gives other counts: this result only
             refused.append((rel, str(e)))
             continue
         atomic_write_gzip_text(dest, text)

@@ -554,7 +554,9 @@ def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
     assert [(str(rel), why) for rel, why in refused] == [
         ("sw/scan/a/seed2/eval/gen.json", f"{runs}/seed2/eval/gen.json is not the recorded result (another "
                                           "evaluation)"),
-        ("sw/scan/a/seed3/eval/gen.json", "its outputs give 1 of 2, the result 2 of 2"),
+        ("sw/scan/a/seed3/eval/gen.json", f"{runs}/seed3/eval/gen.generate.txt: 1 of 2 exactly right, but "
+                                          f"{repo}/results/campaign/sw/scan/a/seed3/eval/gen.json records 2 of 2: "
+                                          "expected the outputs it was scored from"),
         ("sw/scan/a/seed5/eval/gen.json", f"{runs}/seed5/eval/gen.generate.txt is newer than the result (a later "
                                           "decoding, not the one it scored)"),
         ("sw/scan/a/seed6/eval/gen.json", f"{runs}/seed6/eval/gen.generate.txt: 1 id(s) with a reference (T-) but "

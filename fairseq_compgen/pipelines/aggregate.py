@@ -582,17 +582,13 @@ def outputs_per_length(path: Path, result: dict) -> Optional[dict]:
     """The per_length of eval/<subset>.json `path` counted again from the outputs it was scored from,
     eval/<subset>.outputs.gz beside it (for a result evaluated before per_length was recorded, whose outputs were
     kept), or None when there is no such file. UsageError when the outputs do not give the result's counts."""
-    from fairseq_compgen.scoring.exact_match import score_generate_output
+    from fairseq_compgen.scoring.exact_match import rescore
 
     outputs = path.with_name(path.stem + OUTPUTS)
     if not outputs.is_file():
         return None
-    counted = score_generate_output(read_text_lines(outputs, "the S-/T-/H- lines of fairseq-generate's output"),
-                                    source=str(outputs))
-    if (counted["n"], counted["correct"]) != (result.get("n"), result.get("correct")):
-        raise UsageError(f"{outputs}: {counted['correct']} of {counted['n']} exactly right, but {path} records "
-                         f"{result.get('correct')} of {result.get('n')}: expected the outputs it was scored from")
-    return counted["per_length"]
+    lines = read_text_lines(outputs, "the S-/T-/H- lines of fairseq-generate's output")
+    return rescore(lines, result, str(outputs), str(path))["per_length"]
 
 
 def by_length_groups(runs: List[dict], subset: str) -> Tuple[by_length.Groups, List[str]]:

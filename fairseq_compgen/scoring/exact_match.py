@@ -167,6 +167,17 @@ def score_generate_output(
     }
 
 
+def rescore(lines: Iterable[str], result: dict, source: str, recorded_in: str) -> dict:
+    """Exact match of the kept outputs `lines` counted again (score_generate_output); ScoringError unless it gives
+    the n and correct that `result` (the file `recorded_in`) records: the outputs it was scored from."""
+    counted = score_generate_output(lines, source=source)
+    if (counted["n"], counted["correct"]) != (result.get("n"), result.get("correct")):
+        raise ScoringError(f"{source}: {counted['correct']} of {counted['n']} exactly right, but {recorded_in} "
+                           f"records {result.get('correct')} of {result.get('n')}: expected the outputs it was "
+                           "scored from")
+    return counted
+
+
 def _rates(groups: Iterable) -> Dict[str, Dict[str, float]]:
     """(name, {"n", "correct"}) pairs -> {name: {"n", "correct", "accuracy"}}, in the order given."""
     return {name: {"n": c["n"], "correct": c["correct"], "accuracy": c["correct"] / c["n"]} for name, c in groups}
