@@ -425,14 +425,14 @@ def test_aggregate_by_length_table_plot_and_export(tmp_path):
     _per_length(runs / "b" / "seed1", "gen", {9: (4, 1), 10: (2, 2)})
     # seed 3 of a was evaluated before per_length was recorded: left out, and named
     dest = tmp_path / "results" / "fake"
-    argv = [str(out), "--by-length", "gen", "--export", str(dest)]
+    argv = [str(out), "--by-length", "gen", "--export", str(dest), "--scale", "100", "--digits", "1"]
     assert aggregate.main(argv + ([] if aggregate.have_matplotlib() else ["--no-plots"])) == 0
     text = (out / "by_length_gen.md").read_text()
     rows = text.splitlines()
-    assert rows[0] == "### SCAN: gen, exact match per reference length (tokens), mean ± std over seeds"
+    assert rows[0] == "### SCAN: gen, exact match (%) per reference length (tokens), mean ± std over seeds"
     assert rows[2] == "| reference length | examples | a (seeds 1, 2) | Big (seeds 1) |"
-    assert rows[4:6] == ["| 9 | 4 | 0.750 ± 0.354 | 0.250 |",  # numerically ordered: 9 before 10
-                         "| 10 | 2 | 0.250 ± 0.354 | 1.000 |"]
+    assert rows[4:6] == ["| 9 | 4 | 75.0 ± 35.4 | 25.0 |",  # numerically ordered: 9 before 10; --scale, --digits
+                         "| 10 | 2 | 25.0 ± 35.4 | 100.0 |"]
     assert "Left out: 1 finished run(s) whose eval/gen.json has no per_length (evaluated before it was recorded) and " \
            "whose outputs were not kept: scan/a/seed3." in text
     assert (dest / "by_length_gen.md").read_text() == text
@@ -457,7 +457,7 @@ def test_aggregate_by_length_counts_from_kept_outputs_and_checks_them(tmp_path):
     (seed2 / "valid.json").write_text(json.dumps({"n": 1, "correct": 1, "accuracy": 1.0,
                                                   "per_length": {"2": {"n": 1, "correct": 1, "accuracy": 1.0}}}))
     assert aggregate.main([str(out), "--no-plots", "--by-length", "gen", "--by-length", "valid",
-                           "--export", str(dest)]) == 0
+                           "--export", str(dest), "--digits", "3"]) == 0
     assert (out / "by_length_valid.md").read_text().splitlines()[4] == "| 2 | 1 | 1.000 |"  # one per subset
     rows = (out / "by_length_gen.md").read_text().splitlines()
     assert rows[2] == "| reference length | examples | a (seeds 1, 2) |"

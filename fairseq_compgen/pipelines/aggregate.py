@@ -27,7 +27,8 @@ metric on each validated subset vs updates, from the validation records of the r
 validation value of the metric gets no plot (one message says so).
 ``--categories SUBSET`` also writes OUT/categories_SUBSET.md (mean per category, e.g. COGS gen).
 ``--by-length SUBSET`` (repeatable) also writes OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png
-for each: exact match per reference length, mean ± std over seeds (:mod:`.by_length`).
+for each: exact match per reference length, mean ± std over seeds, in --scale and --digits like the other tables
+(:mod:`.by_length`).
 ``--compare A B`` also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
 two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
@@ -826,7 +827,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     length_groups = {}  # subset -> its groups
     for subset in dict.fromkeys(a.by_length):
         length_groups[subset], left_out = by_length_groups(runs, subset)
-        len_md = by_length.table(length_groups[subset], subset, functools.partial(_label, spec), left_out)
+        len_md = by_length.table(length_groups[subset], subset, functools.partial(_label, spec), left_out, a.scale,
+                                 a.digits)
         atomic_write_text(out / f"by_length_{subset}.md", len_md)
         print(len_md, end="")
     if a.early_stopping:
@@ -851,7 +853,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for path in plot_curves(spec, runs, plots, a.scale, a.metric):
             print(f"plot: {path}")
         for subset, groups in length_groups.items():
-            for path in by_length.plot(groups, subset, functools.partial(_label, spec), plots):
+            for path in by_length.plot(groups, subset, functools.partial(_label, spec), plots, a.scale):
                 print(f"plot: {path}")
         if a.t5_biases:
             for path in plot_t5_biases(runs, plots / "t5_biases"):

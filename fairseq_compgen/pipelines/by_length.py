@@ -40,25 +40,28 @@ def accuracies(seeds: Dict[int, dict], length: int) -> List[float]:
     return [float(p[str(length)]["accuracy"]) for p in seeds.values() if str(length) in p]
 
 
-def _mean_std(values: Sequence[float], digits: int) -> str:
+def _mean_std(values: Sequence[float], scale: float, digits: int) -> str:
     if not values:
         return ""
-    mean = f"{statistics.fmean(values):.{digits}f}"
-    return mean if len(values) == 1 else f"{mean} ± {statistics.stdev(values):.{digits}f}"
+    mean = f"{scale * statistics.fmean(values):.{digits}f}"
+    return mean if len(values) == 1 else f"{mean} ± {scale * statistics.stdev(values):.{digits}f}"
 
 
-def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (), digits: int = 3) -> str:
+def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (), scale: float = 1.0,
+          digits: int = 3) -> str:
     """Markdown: per dataset, one row per reference length (with its number of examples), one column per
-    configuration (its seeds in the header); then the runs left out."""
+    configuration (its seeds in the header), the values times `scale` (100: percent) to `digits` decimals; then
+    the runs left out."""
     out = []
     for dataset in dict.fromkeys(d for d, _ in groups):
         configs = [c for d, c in groups if d == dataset]
         header = ["reference length", "examples"] + [
             f"{label('configurations', c)} (seeds {', '.join(map(str, sorted(groups[dataset, c])))})" for c in configs]
-        out += [f"### {label('datasets', dataset)}: {subset}, exact match per reference length (tokens), mean ± std "
-                "over seeds", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        unit = " (%)" if scale == 100 else ""
+        out += [f"### {label('datasets', dataset)}: {subset}, exact match{unit} per reference length (tokens), mean ± "
+                "std over seeds", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for length, n in lengths(groups, dataset).items():
-            cells = [_mean_std(accuracies(groups[dataset, c], length), digits) for c in configs]
+            cells = [_mean_std(accuracies(groups[dataset, c], length), scale, digits) for c in configs]
             out.append("| " + " | ".join([str(length), f"{n:,}", *cells]) + " |")
         out.append("")
     if left_out:
@@ -68,9 +71,9 @@ def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (
     return "\n".join(out)
 
 
-def plot(groups: Groups, subset: str, label: Label, folder) -> List[Path]:
-    """One figure per dataset, folder/<dataset>_by_length_<subset>.png: accuracy against reference length, a line
-    per configuration (mean over seeds, ±std band)."""
+def plot(groups: Groups, subset: str, label: Label, folder, scale: float = 1.0) -> List[Path]:
+    """One figure per dataset, folder/<dataset>_by_length_<subset>.png: accuracy (times `scale`) against reference
+    length, a line per configuration (mean over seeds, ±std band)."""
     from fairseq_compgen.pipelines.plotting import pyplot
 
     plt = pyplot()
@@ -84,16 +87,16 @@ def plot(groups: Groups, subset: str, label: Label, folder) -> List[Path]:
                 continue
             pts = [(length, accuracies(seeds, length)) for length in lengths(groups, dataset)]
             pts = [(x, v) for x, v in pts if v]
-            mean = [statistics.fmean(v) for _, v in pts]
-            std = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in pts]
+            mean = [scale * statistics.fmean(v) for _, v in pts]
+            std = [scale * statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in pts]
             x = [p[0] for p in pts]
             line, = ax.plot(x, mean, marker=".", label=f"{label('configurations', config)} ({len(seeds)})")
             ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                             color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_title(f"{label('datasets', dataset)}: {subset}")
         ax.set_xlabel("reference length (tokens)")
-        ax.set_ylabel("exact match")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("exact match" + (" (%)" if scale == 100 else ""))
+        ax.set_ylim(-0.02 * scale, 1.02 * scale)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", title="configuration (seeds)", title_fontsize="x-small")
         fig.tight_layout()
