@@ -436,8 +436,12 @@ def test_aggregate_by_length_table_plot_and_export(tmp_path):
     assert "Left out: 1 finished run(s) whose eval/gen.json has no per_length (evaluated before it was recorded) and " \
            "whose outputs were not kept: scan/a/seed3." in text
     assert (dest / "by_length_gen.md").read_text() == text
-    if aggregate.have_matplotlib():
+    if aggregate.have_matplotlib():  # the plots of the call travel with the export
         assert (out / "plots" / "scan_by_length_gen.png").stat().st_size > 0
+        written = sorted(p.name for p in (out / "plots").iterdir())
+        assert sorted(p.name for p in (dest / "plots").iterdir()) == written
+        for name in written:
+            assert (dest / "plots" / name).read_bytes() == (out / "plots" / name).read_bytes()
 
 
 def test_aggregate_by_length_counts_from_kept_outputs_and_checks_them(tmp_path):

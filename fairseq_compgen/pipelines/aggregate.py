@@ -507,11 +507,13 @@ def _metric_line(line: str) -> bool:
     return record is not None and record.kind in ("valid", "train", "start")
 
 
-def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
-    """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the metric lines of its train.log
-    (fairseq's validation and epoch summary lines) to DEST/<dataset>/<config>/seed<k>/, so that the table can be
-    recomputed from the repository; also sweep.json, table.md and table.csv of the first folder of `outs` (where
-    the tables are written) and, when folders were pooled, each other folder's sweep.json as
+def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None) -> int:
+    """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the
+    metric lines of its train.log (fairseq's validation and epoch summary lines) to
+    DEST/<dataset>/<config>/seed<k>/, so that the table can be recomputed from the repository; also the tables of
+    the first folder of `outs` (where they are written: sweep.json, table.md, table.csv, runs.*, and the optional
+    views), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
+    plot prints beside it) and, when folders were pooled, each other folder's sweep.json as
     sweep.<i>.<folder name>.json. Returns the number of runs."""
     out = outs[0]
     n = 0
@@ -536,6 +538,11 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path) -> int:
                  *sorted(out.glob("early_stopping_*.md")), *sorted(out.glob("compare_*.md"))]:
         if path.is_file():
             shutil.copy2(path, dest / path.name)
+    for src, rel in (plots or {}).items():
+        for path in (src, src.with_suffix(".txt")):
+            if path.is_file():
+                (dest / "plots" / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, dest / "plots" / rel.with_suffix(path.suffix))
     for i, other in enumerate(outs[1:], 2):
         shutil.copy2(other / "sweep.json", dest / f"sweep.{i}.{other.resolve().name}.json")
     return n
@@ -839,9 +846,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cmp_md = comparison_table(spec, cells, *a.compare, scale=a.scale, digits=a.digits)
         atomic_write_text(out / f"compare_{a.compare[0]}_{a.compare[1]}.md", cmp_md)
         print(cmp_md, end="")
-    if a.export:
-        n = export(runs, outs, Path(a.export))
-        print(f"export: {n} finished runs -> {a.export}")
+    plots = Path(a.plots or out / "plots")
+    written: List[Path] = []  # the plots of this call, which the export carries along
     if not a.no_plots and not have_matplotlib():
         if a.plots or a.t5_biases:  # asked for by name: an error, after the tables
             raise UsageError(f"{'--plots' if a.plots else '--t5-biases'} needs matplotlib, which is not installed: "
@@ -849,15 +855,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("aggregate: no plots: matplotlib is not installed (pip install 'fairseq_compgen[plots]', or "
               "--no-plots to skip them without this line); the tables are written", file=sys.stderr)
     elif not a.no_plots:
-        plots = Path(a.plots or out / "plots")
-        for path in plot_curves(spec, runs, plots, a.scale, a.metric):
-            print(f"plot: {path}")
+        written += plot_curves(spec, runs, plots, a.scale, a.metric)
         for subset, groups in length_groups.items():
-            for path in by_length.plot(groups, subset, functools.partial(_label, spec), plots, a.scale):
-                print(f"plot: {path}")
+            written += by_length.plot(groups, subset, functools.partial(_label, spec), plots, a.scale)
         if a.t5_biases:
-            for path in plot_t5_biases(runs, plots / "t5_biases"):
-                print(f"plot: {path}")
+            written += plot_t5_biases(runs, plots / "t5_biases")
+        for path in written:
+            print(f"plot: {path}")
+    if a.export:
+        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written})
+        print(f"export: {n} finished runs -> {a.export}" + (f", with {len(written)} plots" if written else ""))
     return 0
 
 
