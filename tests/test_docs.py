@@ -383,3 +383,33 @@ def test_every_run_recorded_on_an_uncommitted_tree_is_named_in_the_readme():
              if json.loads(p.read_text()).get("dirty")]
     assert dirty  # the ones named there
     assert [d for d in dirty if f"`{d}`" not in readme] == []
+
+
+def test_every_shipped_sweep_says_how_to_prepare_each_dataset(tmp_path, monkeypatch):
+    """Each dataset of fairseq_compgen/sweeps/*.yaml has a `prep:` command (what a missing data folder's refusal
+    shows): every `fairseq-compgen prep` in it is accepted by prep's own parser, and the last one's output folder
+    (--out, or russin's SPLIT_DIR) holds the dataset's `data`."""
+    from fairseq_compgen.pipelines.sweep_schema import SWEEPS, load_spec
+
+    monkeypatch.chdir(tmp_path)
+    bad, seen = [], 0
+    for sweep in sorted(SWEEPS.glob("*.yaml")):
+        for name, dataset in load_spec(sweep)["datasets"].items():
+            where = f"{sweep.name}: {name}"
+            if not dataset["prep"]:
+                bad.append(f"{where}: no prep")
+                continue
+            out = None
+            for part in dataset["prep"].split("&&"):
+                words = shlex.split(part)
+                if words[:2] != ["fairseq-compgen", "prep"]:
+                    bad.append(f"{where}: {part.strip()!r} is not a fairseq-compgen prep command")
+                    continue
+                why = check(Command(sweep.name, 0, "fairseq-compgen", words[1:], False), tmp_path / "toy.py")
+                bad += [f"{where}: {why}"] if why else []
+                out = words[words.index("--out") + 1] if "--out" in words else words[3]
+                seen += 1
+            if out and not Path(dataset["data"]).is_relative_to(out):
+                bad.append(f"{where}: data {dataset['data']} is not under the prep's output {out}")
+    assert seen >= 20 and not bad, "\n".join(bad)
+    assert not list(tmp_path.iterdir()), "a prep command went further than parsing its options"

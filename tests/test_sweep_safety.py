@@ -78,8 +78,17 @@ def test_unregistered_arch_unknown_recipe_and_missing_data_are_refused_before_an
     with pytest.raises(UsageError, match="unknown recipe 'csordas/scna'"):
         sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
     path = _write(tmp_path, GOOD.format(data=tmp_path / "nowhere"))
-    with pytest.raises(UsageError, match="nowhere is not a data folder with fairseq dictionaries"):
+    with pytest.raises(UsageError) as e:
         sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert str(e.value) == (f"{path}: 1 dataset(s) without a data folder with fairseq dictionaries (dict.*.txt): "
+                            f"'scan': {tmp_path / 'nowhere'} (prepare it first: the file names no prep command)")
+    # with the dataset's prep command, the refusal says how to make the folder
+    prep = "fairseq-compgen prep scan --split length_cutoff_26 --out data/scan"
+    path = _write(tmp_path, GOOD.replace("    subsets", f"    prep: {prep}\n    subsets").format(
+        data=tmp_path / "nowhere"))
+    with pytest.raises(UsageError) as e:
+        sweep.run_sweep(path, tmp_path / "out", cpu=True, echo=lambda s: None)
+    assert str(e.value).endswith(f"'scan': {tmp_path / 'nowhere'} (prepare it with: {prep})")
     assert not (tmp_path / "out").exists()
 
 
@@ -89,7 +98,7 @@ def test_cli_prints_one_line(tmp_path, data):
                        capture_output=True, text=True, cwd=REPO)
     lines = p.stderr.splitlines()
     assert p.returncode == 1 and lines == [f"fairseq_compgen: error: {path}:5: datasets.scan.subset: unknown key "
-                                           f"(known: data, flags, label, metric, recipe, seeds, subsets, vars)"], p.stderr
+                                           f"(known: data, flags, label, metric, prep, recipe, seeds, subsets, vars)"], p.stderr
 
 
 def test_a_changed_sweep_file_refuses_runs_made_with_other_settings(tmp_path, data):

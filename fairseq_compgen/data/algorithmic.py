@@ -3,7 +3,7 @@
     Santiago Ontañón, Joshua Ainslie, Vaclav Cvicek and Zachary Fisher. 2022. "Making Transformers Solve
     Compositional Tasks". ACL 2022.
 
-    fairseq-compgen prep algorithmic --out data/algorithmic [--tasks add reverse ...] [--seed 0] \
+    fairseq-compgen prep algorithmic --out data/ontanon/algorithmic [--tasks add reverse ...] [--seed 0] \
         [--train-size 200000] [--test-size 1024] [--joined-dictionary] [--no-binarize]
 
 Writes ``OUT/<task>/{train,valid,test}.{src,tgt}`` (valid: a fresh in-distribution sample; test: the longer

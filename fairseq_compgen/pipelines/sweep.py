@@ -17,6 +17,8 @@ A sweep file (YAML)::
       scan:
         label: SCAN (length cutoff 26)   # column title in the tables
         data: data/scan/length_cutoff_26/bin
+        prep: fairseq-compgen prep scan --split length_cutoff_26 --out data/scan  # how to make `data` (optional:
+                                         # a missing folder is refused with this command)
         recipe: csordas/scan             # training recipe (fairseq-compgen recipes lists them); omit for none
         metric: exact_match              # fairseq-compgen eval --metric: exact_match (default) | bleu | comp | ...
         subsets: [valid, gen]            # evaluated subsets (default: every subset in data but train)
@@ -46,7 +48,8 @@ What cannot go wrong silently (each refused with one line, before any run starts
 * the sweep file is checked as a whole against its schema (pipelines/sweep_schema.py: unknown keys, wrong types,
   a key given twice at any depth, an empty or repeated seed list, a dataset or configuration name that is not a
   plain folder name), every arch must be registered, every recipe known, every selected run's data folder must
-  hold fairseq dictionaries and every subset its dataset lists;
+  hold fairseq dictionaries (the refusal names every missing folder with its dataset's `prep` command) and every
+  subset its dataset lists;
 * a run folder remembers the settings it was started with (settings.json: arch, recipe and the recipe's options,
   flags, data, subsets, ...); a
   rerun after the sweep file changed refuses those runs (CHANGED, naming the settings) instead of skipping or
@@ -178,8 +181,9 @@ def load_sweep(path) -> dict:
     return load_spec(path)
 
 
-def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
-    """What the schema cannot see: archs registered, recipes known, data folders of the selected runs present."""
+def validate(path, runs: Sequence["Run"], selected: Sequence["Run"], spec: Optional[dict] = None) -> None:
+    """What the schema cannot see: archs registered, recipes known, data folders of the selected runs present
+    (refused all at once, each with its dataset's `prep` command from `spec`)."""
     import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -192,10 +196,16 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"]) -> None:
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
+    absent = {r.dataset: r.data for r in selected
+              if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
+    if absent:
+        prep = {d: (v or {}).get("prep") for d, v in (spec or {}).get("datasets", {}).items()}
+        how = [f"{d!r}: {data} (" + (f"prepare it with: {prep[d]}" if prep.get(d) else
+                                     "prepare it first: the file names no prep command") + ")"
+               for d, data in absent.items()]
+        raise UsageError(f"{path}: {len(absent)} dataset(s) without a data folder with fairseq dictionaries "
+                         f"(dict.*.txt): {'; '.join(how)}")
     for r in selected:
-        if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt")):
-            raise UsageError(f"{path}: dataset {r.dataset!r}: {r.data} is not a data folder with fairseq "
-                             f"dictionaries (dict.*.txt): prepare it first (see the sweep file's header)")
         have = data_subsets(r.data)
         missing = [s for s in r.subsets or [] if s not in have]
         if missing:
@@ -382,7 +392,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
     selected = select(runs, only)
-    validate(path, runs, selected)
+    validate(path, runs, selected, spec)
     check_same_sweep(path, spec, runs, out)
     for r in selected:
         r.is_done()  # a done.json that is not one is refused before anything runs

@@ -30,6 +30,7 @@ class LaunchSpec:
 @dataclass
 class DatasetSpec:
     data: str = MISSING
+    prep: Optional[str] = None  # the command that prepares `data` (shown when the folder is missing)
     label: Optional[str] = None
     recipe: Optional[str] = None  # a training recipe (fairseq_compgen/recipes/recipes.yaml)
     metric: str = "exact_match"  # fairseq-compgen eval --metric: a scorer of fairseq_compgen/scoring/
