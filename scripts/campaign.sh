@@ -5,9 +5,11 @@
 #   nohup bash scripts/campaign.sh > ../campaign/campaign.log 2>&1 &     (THREADS=1 default; JOBS=1)
 #
 # campaign/queue.txt: one step per line, "SWEEP_FILE RUN_GLOB" (a sweep file of this repository, the runs to run in
-# order), or "prep ARGS... --out DIR" (fairseq-compgen prep, skipped when DIR exists; relative to STATE).
-# STATE (default: the folder campaign beside this checkout, ../campaign) holds the checkout (tree/, a git worktree
-# at this repository's HEAD, which must be clean), the data it prepares itself (data/) and the run folders (runs/).
+# order), or "prep ARGS... --out DIR" (fairseq-compgen prep, relative to STATE; skipped once it has succeeded with
+# the same ARGS: a marker under STATE/.prepared/).
+# STATE (default: the folder campaign beside this checkout, ../campaign) holds the checkout (tree-<commit>/, a git
+# worktree at this repository's HEAD, which must be clean), the data it prepares itself (data/) and the run folders
+# (runs/).
 # A run already done (in runs/, or recorded in results/campaign/ when STATE is new, e.g. on a fresh machine) is
 # skipped, a run with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json,
 # eval/*.json and eval/*.outputs.gz, command.txt, launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's

@@ -6,7 +6,7 @@
 # greedy fairseq-generate, print a table (and the generalization set's accuracy per output length) and write the
 # curves as a PNG.
 #
-#   bash scripts/main.sh                        # ~17 minutes on 2 CPU cores after setup (2,000 updates each)
+#   bash scripts/main.sh                        # ~13 minutes on 2 idle CPU cores after setup (2,000 updates each)
 #   MAIN_UPDATES=6000 MAIN_OUT=runs/main6000 bash scripts/main.sh   # longer: rel-uni's gen keeps rising (docs/results.md)
 #
 # MAIN_OUT must be new or empty: an earlier run's folder is never written over (choose another MAIN_OUT, or remove it).

@@ -11,8 +11,8 @@ dictionaries, binaries, BPE codes, sentencepiece models; ``preprocess.log`` asid
 datasets that have it and compares every file but ``bin/`` and the manifest ``.prep-files.json`` (which lists
 ``bin/``), which is what tests/test_prep_golden.py runs. The inputs that the local copies lack (a PCFG SET
 ``train.src``, IWSLT'14's training files) are built from the files that are there, the same way every time.
-The refactoring that made every dataset one module (fairseq_compgen/prep/) was checked with this script: the outputs
-are byte-identical before and after.
+The refactoring that made every dataset one module (fairseq_compgen/data/, registered in fairseq_compgen/prep/)
+was checked with this script: the outputs are byte-identical before and after.
 """
 from __future__ import annotations
 
