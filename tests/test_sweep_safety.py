@@ -360,3 +360,28 @@ def test_a_copied_or_moved_sweep_folder_aggregates_its_own_runs(tmp_path, data):
         r["dir"] = str(out / r["dir"])
     (copy / "sweep.json").write_text(json.dumps(old))
     assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
+
+
+def test_prep_makes_the_missing_data_folders_with_their_prep_commands(tmp_path, monkeypatch):
+    """`sweep --prep` runs each selected dataset's prep: command whose folder is not made yet (relative paths
+    from the current folder, like the data paths), then goes on; a made folder is not prepared again."""
+    monkeypatch.chdir(tmp_path)
+    prep = ("fairseq-compgen prep algorithmic --out data/alg --tasks reverse --train-size 40 --test-size 8 "
+            "--joined-dictionary")
+    path = _write(tmp_path, GOOD.replace("    subsets: [valid, gen]", f"    prep: {prep}\n    subsets: [valid, test]")
+                  .format(data="data/alg/reverse/bin"))
+    said = []
+    assert sweep.run_sweep(path, tmp_path / "out", cpu=True, dry_run=True, prep=True, echo=said.append) == []
+    assert said[0] == f"sweep: preparing 'scan': {prep}"
+    assert (tmp_path / "data" / "alg" / "reverse" / "bin" / "dict.src.txt").is_file()
+    assert [s.split("\n")[0] for s in said[1:]] == ["scan/reluni/seed1", "scan/reluni/seed2"]  # then the dry run
+    said.clear()
+    sweep.run_sweep(path, tmp_path / "out", cpu=True, dry_run=True, prep=True, echo=said.append)
+    assert not [s for s in said if s.startswith("sweep: preparing")]  # made: not again
+
+    bad = _write(tmp_path, GOOD.replace("    subsets", "    prep: rm -rf data\n    subsets").format(data="nowhere"))
+    with pytest.raises(UsageError) as e:
+        sweep.run_sweep(bad, tmp_path / "out2", cpu=True, dry_run=True, prep=True, echo=said.append)
+    assert str(e.value) == (f"{bad}: datasets.scan.prep: 'rm -rf data': expected fairseq-compgen prep commands "
+                            "(joined by &&)")
+    assert (tmp_path / "data" / "alg").is_dir()

@@ -1,6 +1,7 @@
 """Run a sweep: configurations x seeds x datasets, each run in its own folder, resumable, several at a time.
 
     fairseq-compgen sweep SWEEP [--out DIR] [--jobs N] [--devices 0,1] [--cpu | --gpu] [--decode-cpu] [--only PATTERN] [--dry-run] [--threads N]
+        [--prep]
         [--engine local|slurm|submitit-local [Slurm resources]]
 
 SWEEP is a sweep file, or the name of one shipped in fairseq_compgen/sweeps/ (csordas_table3, ...).
@@ -18,7 +19,7 @@ A sweep file (YAML)::
         label: SCAN (length cutoff 26)   # column title in the tables
         data: data/scan/length_cutoff_26/bin
         prep: fairseq-compgen prep scan --split length_cutoff_26 --out data/scan  # how to make `data` (optional:
-                                         # a missing folder is refused with this command)
+                                         # a missing folder is refused with this command; --prep runs it)
         recipe: csordas/scan             # training recipe (fairseq-compgen recipes lists them); omit for none
         metric: exact_match              # fairseq-compgen eval --metric: exact_match (default) | bleu | comp | ...
         subsets: [valid, gen]            # evaluated subsets (default: every subset in data but train)
@@ -181,6 +182,32 @@ def load_sweep(path) -> dict:
     return load_spec(path)
 
 
+def absent_data(selected: Sequence["Run"]) -> dict:
+    """Dataset -> data folder, for the selected runs whose folder holds no fairseq dictionaries (not prepared)."""
+    return {r.dataset: r.data for r in selected if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
+
+
+def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> None:
+    """`sweep --prep`: run the `prep:` command of each selected dataset whose data folder is not made yet (in the
+    current folder, which the sweep's relative data paths also start from), as `fairseq-compgen prep` runs them; a
+    dataset without one is left to validate's refusal. A failing command stops the sweep with its own error."""
+    for dataset in absent_data(selected):
+        command = (spec["datasets"][dataset] or {}).get("prep")
+        for part in (command or "").split("&&"):
+            words = shlex.split(part)
+            if not words:
+                continue
+            if words[:2] != ["fairseq-compgen", "prep"]:
+                raise UsageError(f"{path}: datasets.{dataset}.prep: {part.strip()!r}: expected fairseq-compgen prep "
+                                 f"commands (joined by &&)")
+            echo(f"sweep: preparing {dataset!r}: {shlex.join(words)}")
+            from fairseq_compgen import cli
+
+            rc = cli.main(words[1:])
+            if rc:
+                raise UsageError(f"{path}: datasets.{dataset}.prep: {shlex.join(words)} exited with {rc}")
+
+
 def validate(path, runs: Sequence["Run"], selected: Sequence["Run"], spec: Optional[dict] = None) -> None:
     """What the schema cannot see: archs registered, recipes known, data folders of the selected runs present
     (refused all at once, each with its dataset's `prep` command from `spec`)."""
@@ -196,8 +223,7 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"], spec: Optio
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
-    absent = {r.dataset: r.data for r in selected
-              if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
+    absent = absent_data(selected)
     if absent:
         prep = {d: (v or {}).get("prep") for d, v in (spec or {}).get("datasets", {}).items()}
         how = [f"{d!r}: {data} (" + (f"prepare it with: {prep[d]}" if prep.get(d) else
@@ -384,14 +410,18 @@ def with_seeds(spec: dict, seeds: Optional[Sequence[int]]) -> dict:
 
 def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, only=None, threads=None,
               dry_run: bool = False, echo=print, engine: str = "local", slurm: Optional[dict] = None,
-              seeds: Optional[Sequence[int]] = None, gpu: bool = False, decode_cpu: bool = False) -> List[dict]:
+              seeds: Optional[Sequence[int]] = None, gpu: bool = False, decode_cpu: bool = False,
+              prep: bool = False) -> List[dict]:
     """Run (or with dry_run print) the selected runs of the sweep file at `path`: on this machine (engine "local",
     `jobs` at once), or as submitit jobs (engine "slurm" or "submitit-local"; `slurm`: the resources of
-    submit.executor). `seeds` replaces the file's seeds (with_seeds). Returns one result dict per selected run."""
+    submit.executor). `seeds` replaces the file's seeds (with_seeds); `prep` first makes the data folders not made
+    yet with their datasets' prep commands (prepare_absent). Returns one result dict per selected run."""
     spec = with_seeds(load_sweep(path), seeds)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
     selected = select(runs, only)
+    if prep:
+        prepare_absent(path, spec, selected, echo)
     validate(path, runs, selected, spec)
     check_same_sweep(path, spec, runs, out)
     for r in selected:
@@ -461,7 +491,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="these seeds instead of the file's, e.g. an unused one: into a new --out (pooled by "
                         "`fairseq-compgen aggregate OUT1 OUT2`), or the file's seeds plus it with --only '*/*/seedN' "
                         "to add it to an existing --out")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing (with --prep: after the data)")
+    p.add_argument("--prep", action="store_true",
+                   help="first make the selected runs' data folders that are not made yet, with each dataset's prep: "
+                        "command (downloads where the dataset has no local copy)")
     p.add_argument("--engine", choices=("local", "slurm", "submitit-local"), default="local",
                    help="local: this machine, --jobs at once (default); slurm: one submitit job per run; "
                         "submitit-local: the same jobs as processes here (pipelines/submit.py)")
@@ -478,7 +511,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         results = run_sweep(a.sweep, a.out, a.jobs, a.devices.split(",") if a.devices else None, a.cpu, a.only,
                             a.threads, a.dry_run, engine=a.engine, slurm=slurm, seeds=a.seeds, gpu=a.gpu,
-                            decode_cpu=a.decode_cpu)
+                            decode_cpu=a.decode_cpu, prep=a.prep)
     except KeyboardInterrupt:
         print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
