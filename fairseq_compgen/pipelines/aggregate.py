@@ -706,7 +706,7 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric
                 line, = ax.plot(x, mean, label=_label(spec, "configurations", config), marker="." if len(x) < 30 else None)
                 ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                                 color=line.get_color(), alpha=0.2, linewidth=0)
-            ax.set_title(textwrap.fill(f"{_label(spec, 'datasets', dataset)}: {subset}", 45))  # in its panel
+            ax.set_title(textwrap.fill(f"{_label(spec, 'datasets', dataset)}: {subset}", 36))  # inside its panel
             ax.set_xlabel("updates")
             ax.set_ylabel(metric + (" (%)" if scale == 100 else ""))
             ax.grid(alpha=0.3)
