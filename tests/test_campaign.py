@@ -572,3 +572,31 @@ def test_keep_outputs_of_runs_recorded_before_outputs_were_kept(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].endswith(f"--state {tmp_path / 'nothing'}: no runs/ folder there "
                                                       "(expected the campaign's state folder)")
+
+
+def test_jump_errors_counts_what_wrong_hypotheses_do_with_jump(tmp_path):
+    """campaign/jump_errors.py: per run, the wrong hypotheses of the kept outputs, and among them those with fewer
+    I_JUMP than the reference, with none, and of the reference's length; written through --out; a run whose
+    outputs miss an example is one line, exit 1."""
+    import gzip
+
+    script = REPO / "campaign" / "jump_errors.py"
+    ev = tmp_path / "jump" / "sag_t5" / "seed2" / "eval"
+    ev.mkdir(parents=True)
+    pairs = [("I_JUMP I_JUMP", "I_JUMP I_JUMP"),  # right
+             ("I_JUMP I_JUMP", "I_RUN I_RUN"),  # jump as another action: fewer, none, same length
+             ("I_TURN_LEFT I_JUMP", "I_TURN_LEFT I_JUMP I_JUMP"),  # one extra: not fewer, not none, longer
+             ("I_JUMP I_JUMP I_WALK", "I_JUMP I_WALK")]  # fewer, not none, shorter
+    text = "".join(f"S-{i}\tx\nT-{i}\t{t}\nH-{i}\t-0.1\t{h}\n" for i, (t, h) in enumerate(pairs))
+    (ev / "test.outputs.gz").write_bytes(gzip.compress(text.encode()))
+    out = tmp_path / "errors.md"
+    p = subprocess.run([sys.executable, script, tmp_path, "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == p.stdout
+    assert p.stdout.splitlines()[-1] == "| jump/sag_t5/seed2 | 3 of 4 | 0.67 | 0.33 | 0.33 |"
+
+    (ev / "test.outputs.gz").write_bytes(gzip.compress(text.replace("H-3\t-0.1\tI_JUMP I_WALK\n", "").encode()))
+    p = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.strip() == (
+        f"jump_errors: error: {ev / 'test.outputs.gz'}: no hypothesis for 1 of 4 examples (e.g. id 3): expected the "
+        "whole decoded subset"), p.stderr
