@@ -385,3 +385,9 @@ def test_prep_makes_the_missing_data_folders_with_their_prep_commands(tmp_path, 
     assert str(e.value) == (f"{bad}: datasets.scan.prep: 'rm -rf data': expected fairseq-compgen prep commands "
                             "(joined by &&)")
     assert (tmp_path / "data" / "alg").is_dir()
+    # a misspelled arch is refused before anything is prepared
+    typo = _write(tmp_path, GOOD.replace("rel_uni_transformer_scan", "rel_uni_transformer_sacn").replace(
+        "    subsets", f"    prep: {prep.replace('data/alg', 'data/alg2')}\n    subsets").format(data="data/alg2/reverse/bin"))
+    with pytest.raises(UsageError, match="arch 'rel_uni_transformer_sacn' is not registered"):
+        sweep.run_sweep(typo, tmp_path / "out3", cpu=True, dry_run=True, prep=True, echo=said.append)
+    assert not (tmp_path / "data" / "alg2").exists()

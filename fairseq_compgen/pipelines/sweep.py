@@ -184,7 +184,8 @@ def load_sweep(path) -> dict:
 
 def absent_data(selected: Sequence["Run"]) -> dict:
     """Dataset -> data folder, for the selected runs whose folder holds no fairseq dictionaries (not prepared)."""
-    return {r.dataset: r.data for r in selected if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
+    return {r.dataset: r.data for r in selected
+            if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
 
 
 def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> None:
@@ -420,7 +421,8 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
     selected = select(runs, only)
-    if prep:
+    if prep:  # archs and recipes checked before anything is prepared (downloaded)
+        validate(path, runs, [], spec)
         prepare_absent(path, spec, selected, echo)
     validate(path, runs, selected, spec)
     check_same_sweep(path, spec, runs, out)
