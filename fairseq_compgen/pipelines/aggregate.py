@@ -708,7 +708,7 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric
                                 color=line.get_color(), alpha=0.2, linewidth=0)
             ax.set_title(textwrap.fill(f"{_label(spec, 'datasets', dataset)}: {subset}", 36))  # inside its panel
             ax.set_xlabel("updates")
-            ax.set_ylabel(metric + (" (%)" if scale == 100 else ""))
+            ax.set_ylabel(metric + by_length.unit(scale))
             ax.grid(alpha=0.3)
         axes[0][-1].legend(fontsize="small")
         fig.tight_layout()

@@ -40,6 +40,11 @@ def accuracies(seeds: Dict[int, dict], length: int) -> List[float]:
     return [float(p[str(length)]["accuracy"]) for p in seeds.values() if str(length) in p]
 
 
+def unit(scale: float) -> str:
+    """What a value times `scale` is written in: " (%)" for 100, else nothing."""
+    return " (%)" if scale == 100 else ""
+
+
 def _mean_std(values: Sequence[float], scale: float, digits: int) -> str:
     if not values:
         return ""
@@ -57,9 +62,8 @@ def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (
         configs = [c for d, c in groups if d == dataset]
         header = ["reference length", "examples"] + [
             f"{label('configurations', c)} (seeds {', '.join(map(str, sorted(groups[dataset, c])))})" for c in configs]
-        unit = " (%)" if scale == 100 else ""
-        out += [f"### {label('datasets', dataset)}: {subset}, exact match{unit} per reference length (tokens), mean ± "
-                "std over seeds", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        out += [f"### {label('datasets', dataset)}: {subset}, exact match{unit(scale)} per reference length (tokens), "
+                "mean ± std over seeds", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for length, n in lengths(groups, dataset).items():
             cells = [_mean_std(accuracies(groups[dataset, c], length), scale, digits) for c in configs]
             out.append("| " + " | ".join([str(length), f"{n:,}", *cells]) + " |")
@@ -95,7 +99,7 @@ def plot(groups: Groups, subset: str, label: Label, folder, scale: float = 1.0) 
                             color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_title(f"{label('datasets', dataset)}: {subset}")
         ax.set_xlabel("reference length (tokens)")
-        ax.set_ylabel("exact match" + (" (%)" if scale == 100 else ""))
+        ax.set_ylabel("exact match" + unit(scale))
         ax.set_ylim(-0.02 * scale, 1.02 * scale)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", title="configuration (seeds)", title_fontsize="x-small")

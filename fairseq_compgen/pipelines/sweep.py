@@ -209,9 +209,8 @@ def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> N
                 raise UsageError(f"{path}: datasets.{dataset}.prep: {shlex.join(words)} exited with {rc}")
 
 
-def validate(path, runs: Sequence["Run"], selected: Sequence["Run"], spec: Optional[dict] = None) -> None:
-    """What the schema cannot see: archs registered, recipes known, data folders of the selected runs present
-    (refused all at once, each with its dataset's `prep` command from `spec`)."""
+def validate(path, runs: Sequence["Run"]) -> None:
+    """What the schema cannot see, before anything is prepared or run: archs registered, recipes known."""
     import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -224,9 +223,14 @@ def validate(path, runs: Sequence["Run"], selected: Sequence["Run"], spec: Optio
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
+
+
+def check_data(path, selected: Sequence["Run"], spec: dict) -> None:
+    """The selected runs' data folders present (refused all at once, each with its dataset's `prep` command from
+    `spec`) and holding every subset their dataset lists."""
     absent = absent_data(selected)
     if absent:
-        prep = {d: (v or {}).get("prep") for d, v in (spec or {}).get("datasets", {}).items()}
+        prep = {d: (v or {}).get("prep") for d, v in spec["datasets"].items()}
         how = [f"{d!r}: {data} (" + (f"prepare it with: {prep[d]}" if prep.get(d) else
                                      "prepare it first: the file names no prep command") + ")"
                for d, data in absent.items()]
@@ -421,10 +425,10 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
     selected = select(runs, only)
-    if prep:  # archs and recipes checked before anything is prepared (downloaded)
-        validate(path, runs, [], spec)
+    validate(path, runs)  # before anything is prepared (downloaded)
+    if prep:
         prepare_absent(path, spec, selected, echo)
-    validate(path, runs, selected, spec)
+    check_data(path, selected, spec)
     check_same_sweep(path, spec, runs, out)
     for r in selected:
         r.is_done()  # a done.json that is not one is refused before anything runs
