@@ -63,7 +63,8 @@ def table(groups: Groups, subset: str, label: Label, left_out: Sequence[str] = (
         header = ["reference length", "examples"] + [
             f"{label('configurations', c)} (seeds {', '.join(map(str, sorted(groups[dataset, c])))})" for c in configs]
         out += [f"### {label('datasets', dataset)}: {subset}, exact match{unit(scale)} per reference length (tokens), "
-                "mean ± std over seeds", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+                "mean ± std over seeds", "", "| " + " | ".join(header) + " |",
+                "|" + "|".join("---" for _ in header) + "|"]
         for length, n in lengths(groups, dataset).items():
             cells = [_mean_std(accuracies(groups[dataset, c], length), scale, digits) for c in configs]
             out.append("| " + " | ".join([str(length), f"{n:,}", *cells]) + " |")
