@@ -10,6 +10,8 @@ of the same size (d_model, d_FF, heads, layers), measured in the same run.
                                     # also each arch as an earlier commit built it (that commit's fairseq_compgen,
                                     # from `git archive`, loaded through PYTHONPATH), in the same rounds
     python benchmarks/train_step.py --stock-dropouts --archs compgen_transformer
+    python benchmarks/train_step.py --decode --rounds 3 --archs sag_t5_transformer rel_uni_transformer
+                                    # greedy decoding of a batch instead of a training step (below)
                                     # stock with the arch's dropout probabilities, not fairseq's defaults
 
 Stock `transformer` keeps fairseq's defaults other than the size: dropout 0.1 but attention and activation dropout 0,
@@ -17,6 +19,11 @@ where the Csordás presets use 0.1 for both. Those two dropouts are most of what
 stock's (the probabilities and their masks at [batch, heads, tgt, src], the feed-forward's masks), so the default
 ratios compare different computations; `--stock-dropouts` gives stock the arch's dropout, attention dropout and
 activation dropout (the embedding dropout stays stock's: its `dropout`), the same computation up to the mechanisms.
+
+`--decode` times evaluation instead of training: greedy decoding (beam 1, as `fairseq-compgen eval` decodes) of one
+batch with fairseq's SequenceGenerator, step by step through each model's incremental state, every hypothesis held to
+exactly --tgt-len tokens (min and max length both --tgt-len, then EOS), so every arch decodes the same number of steps
+whatever its untrained weights predict; model in eval mode (no dropout), no gradients. "decode ms" is one batch.
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
@@ -54,6 +61,21 @@ def stock_model(model, vocab: int, dropouts: bool = False):
     )
 
 
+def greedy_decoder(model, length: int):
+    """src_tokens, src_lengths -> fairseq's greedy (beam 1) hypotheses of `model`, each exactly `length` tokens and
+    EOS: the same number of incremental decoding steps for every arch, whatever its weights predict."""
+    import torch
+    from fairseq.sequence_generator import SequenceGenerator
+
+    generator = SequenceGenerator([model], model.decoder.dictionary, beam_size=1, max_len_a=0, max_len_b=length,
+                                  min_len=length)
+
+    @torch.no_grad()
+    def decode(src_tokens, src_lengths):
+        return generator.generate([model], {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}})
+    return decode
+
+
 def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     import torch
     import torch.nn.functional as F
@@ -68,8 +90,7 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     model = build_model(arch, src_words=a.vocab, tgt_words=a.vocab)
     if stock:
         model = stock_model(model, a.vocab, a.stock_dropouts)
-    model.to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.to(dev).train(not a.decode)
     V = len(model.decoder.dictionary)
     g = torch.Generator().manual_seed(0)
     src = torch.randint(4, V, (a.batch, a.src_len), generator=g).to(dev)
@@ -77,13 +98,22 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     prev = torch.cat([torch.full_like(tgt[:, :1], 2), tgt[:, :-1]], dim=1)
     lengths = torch.full((a.batch,), a.src_len, device=dev)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):  # as --autocast-bf16 does
-            logits, _ = model(src, lengths, prev)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt.reshape(-1))
-        loss.backward()
-        opt.step()
+    if a.decode:
+        decode = greedy_decoder(model, a.tgt_len)
+
+        def step():
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
+                decode(src, lengths)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):  # as --autocast-bf16 does
+                logits, _ = model(src, lengths, prev)
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt.reshape(-1))
+            loss.backward()
+            opt.step()
 
     cuda = dev.type == "cuda"
     if cuda:
@@ -127,10 +157,15 @@ def main(argv=None):
     p.add_argument("--stock-dropouts", action="store_true",
                    help="build stock transformer with each arch's dropout, attention dropout and activation dropout "
                         "(default: fairseq's, 0.1 / 0 / 0): the same computation, so the ratios are the code's")
+    p.add_argument("--decode", action="store_true",
+                   help="time greedy decoding of one batch (beam 1, exactly --tgt-len tokens per hypothesis) instead "
+                        "of a training step")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.decode and a.stock_dropouts:
+        p.error("--stock-dropouts has no effect with --decode: no dropout at evaluation")
     if a._one:
         print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast")))
         return
@@ -145,6 +180,7 @@ def main(argv=None):
     passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
                    ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
     passthrough += ["--stock-dropouts"] if a.stock_dropouts else []
+    passthrough += ["--decode"] if a.decode else []
 
     previous = _export_package(a.previous, tempfile.mkdtemp(prefix="train_step_prev_")) if a.previous else None
 
@@ -172,10 +208,12 @@ def main(argv=None):
     ref_name = "fp32" if a.autocast else "stock"
     stock_name = "stock transformer" + (" with each arch's dropouts" if a.stock_dropouts else "")
     print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads} "
+          f"timed: {'greedy decoding of one batch' if a.decode else 'one training step'}, "
           f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: ' + stock_name}")
     if previous:
         print(f"previous: {a.previous} ({previous['commit'][:12]}), its package under {previous['root']}")
-    print(f"{'arch':34s} {'params':>10s} {'step ms':>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
+    timed = "decode ms" if a.decode else "step ms"
+    print(f"{'arch':34s} {'params':>10s} {timed:>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
           + (f" {'x prev':>7s}" if previous else ""))
     for arch in archs:
         e = arch if a.autocast else _size_key(arch, a.stock_dropouts)
@@ -214,6 +252,7 @@ def main(argv=None):
             from fairseq_compgen.pipelines import train
 
             json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": started_at,
+                       "timed": "decode" if a.decode else "train_step",
                        "previous": previous and previous["commit"],
                        "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
@@ -253,6 +292,9 @@ def _size_key(arch: str, dropouts: bool = False):
     from fairseq_compgen.models.standalone import build_model
 
     e = build_model(arch).encoder.args
+    if not hasattr(e, "encoder_embed_dim"):
+        raise SystemExit(f"train_step.py: {arch} is not a Transformer (no --encoder-embed-dim): no stock transformer "
+                         f"of its size to compare with")
     return tuple(getattr(e, f"{side}_{k}") for side in ("encoder", "decoder")
                  for k in ("embed_dim", "ffn_embed_dim", "attention_heads", "layers")) + \
         (tuple(getattr(e, k, None) for k in DROPOUTS) if dropouts else ())

@@ -155,3 +155,35 @@ def test_softmax_benchmark_writes_both_kernels_per_row_length(tmp_path):
         assert abs(r["fwdbwd_ratio"] - r["fwdbwd_torch_us"] / r["fwdbwd_composite_us"]) < 1e-9
     assert record["machine"]["threads"] == 1 and record["register_bytes"] in (0, 32, 64)
     assert p.stdout.count("\n| float32 |") == 2
+
+
+def test_train_step_decode_times_greedy_decoding_of_a_fixed_length(tmp_path):
+    """benchmarks/train_step.py --decode: fairseq's greedy SequenceGenerator holds every hypothesis to exactly
+    --tgt-len tokens and EOS (the same decoding steps for every arch); the rows say what was timed; --stock-dropouts,
+    meaningless without dropout, is refused in one line."""
+    import torch
+    import train_step
+
+    from fairseq_compgen.models.standalone import build_model
+
+    model = build_model("rel_uni_transformer", src_words=8, tgt_words=8, encoder_layers=1, decoder_layers=1,
+                        encoder_embed_dim=16, decoder_embed_dim=16).eval()
+    hyps = train_step.greedy_decoder(model, 7)(torch.randint(4, 12, (3, 5)), torch.full((3,), 5))
+    eos = model.decoder.dictionary.eos()
+    assert [h[0]["tokens"].tolist()[-1] for h in hyps] == [eos] * 3
+    assert all(len(h[0]["tokens"]) == 8 and eos not in h[0]["tokens"][:-1].tolist() for h in hyps)
+
+    out = tmp_path / "decode.json"
+    tiny = ["--steps", "1", "--warmup", "0", "--batch", "2", "--src-len", "4", "--tgt-len", "5"]
+    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--decode", "--archs", "compgen_transformer",
+                        *tiny, "--json", out], cwd=REPO, capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert d["timed"] == "decode" and "decode ms" in p.stdout and "greedy decoding of one batch" in p.stdout
+    (row,) = d["rows"]
+    assert row["arch"] == "compgen_transformer" and row["step_ms"] > 0 and row["ref_step_ms"] > 0
+    bad = subprocess.run([sys.executable, "benchmarks/train_step.py", "--decode", "--stock-dropouts"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
+        "--stock-dropouts has no effect with --decode: no dropout at evaluation")
