@@ -326,6 +326,33 @@ def test_step_by_step_decoding_equals_full_forward(arch, flags):
     assert diff < 1e-4, f"{arch} {flags}: incremental decoding differs from the full forward pass by {diff}"
 
 
+
+@pytest.mark.parametrize("arch", ["rope_transformer_scan", "xpos_transformer_scan"])
+def test_decoding_rotates_each_key_once(arch, monkeypatch):
+    """The decoder's self-attention cache keeps keys as rotated when they were new: step t rotates its own key only,
+    never the t earlier ones again (a full pass rotates all its keys in one call)."""
+    model = build(arch, encoder_embed_dim=32, decoder_embed_dim=32, encoder_attention_heads=4,
+                  decoder_attention_heads=4).eval()
+    scorer_cls = type(model.decoder.stack.layers[0].self_attn.scorer)
+    keys, rotate = [], scorer_cls.rotate
+
+    def counting(self, q, k, q_pos, k_pos):
+        keys.append((k.size(2), tuple(k_pos.tolist())))
+        return rotate(self, q, k, q_pos, k_pos)
+    monkeypatch.setattr(scorer_cls, "rotate", counting)
+    src, lengths, prev = _inputs(model)
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        keys.clear()
+        model.decoder(prev, enc)
+        assert {n for n, _ in keys} == {prev.size(1)}  # the full pass: every key, in one call per layer
+        keys.clear()
+        state = {}
+        for t in range(prev.size(1)):
+            model.decoder(prev[:, : t + 1], enc, incremental_state=state)
+    layers = len(keys) // prev.size(1)
+    assert layers >= 1 and keys == [(1, (t,)) for t in range(prev.size(1)) for _ in range(layers)]
+
 # ---- randomized positions (Ruoss et al. 2023) -----------------------------------------------------------------
 def test_sampled_positions_are_a_sorted_subset():
     from fairseq_compgen.modules.positions.randomized import sample_positions

@@ -115,13 +115,10 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         q = self._heads(self.q_proj(query))  # [B, H, Tq, dh]
         cache = self.get_incremental_state(incremental_state, self._cache_key(depth)) if incremental_state is not None else None
         start = 0  # absolute position of query[:, 0]
-        if is_self:
+        if is_self:  # the new steps' keys and values; cached with the earlier ones once rotated (below)
             k, v = self._heads(self.k_proj(query)), self._heads(self.v_proj(query))  # [B, H, Tq, dh]
             if cache is not None:
                 start = cache["k"].size(2)
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            if incremental_state is not None:
-                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
         elif cache is not None:  # encoder keys/values are computed once per sentence
             k, v = cache["k"], cache["v"]
             if self.scorer is not None:  # decoder steps already seen = the query position (only scorers need it;
@@ -134,7 +131,7 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
             if incremental_state is not None:
                 steps = torch.full((B,), Tq, dtype=torch.long, device=query.device)  # [B], reordered with k, v
                 self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v, "steps": steps})
-        Tk = k.size(2)
+        Tk = start + k.size(2) if is_self else k.size(2)
 
         q_idx = torch.arange(start, start + Tq, device=query.device)  # [Tq] indices of the queries
         k_idx = torch.arange(Tk, device=query.device)  # [Tk]
@@ -148,8 +145,14 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
                 q_pos = k_pos  # [B, Tq]
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
+        if self.scorer is not None:  # self-attention's k: the new steps only, at their positions k_pos[..., start:]
+            q, k = self.scorer.rotate(q, k, q_pos, k_pos[..., start:] if is_self else k_pos)  # [B, H, Tq, dh]
+        if is_self:  # the cache keeps keys as rotated when they were new: no step rotates earlier keys again
+            if cache is not None:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # [B, H, Tk, dh]
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, self._cache_key(depth), {"k": k, "v": v})
         if self.scorer is not None:
-            q, k = self.scorer.rotate(q, k, q_pos, k_pos)  # [B, H, Tq, dh], [B, H, Tk, dh]
             q_content = self.scorer.content_query(q)
             bias = self.scorer.bias(q, q_pos, k_pos, self.scale, k=k)
         blocked = None  # bool, True where a query may not look, broadcastable to [B, H, Tq, Tk]

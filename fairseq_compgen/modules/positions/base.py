@@ -10,9 +10,11 @@ cross-attention over left-padded sources), `MultiheadAttention` computes
 * `content_query(q)`: the query used for content addressing (Transformer-XL adds its global bias u);
 * `bias(...)`: additive logits broadcastable to [B, H, Tq, Tk] (already scaled), or None; it sees the keys, so
   encodings whose positions depend on content (CoPE) are biases too;
-* `rotate(q, k, q_pos, k_pos)`: transformed queries and keys [B, H, T, d_head].
+* `rotate(q, k, q_pos, k_pos)`: transformed queries and keys [B, H, T, d_head], each by its own position alone.
 
-During incremental decoding q_pos holds the current step(s) and k every key so far, so each hook works step by step.
+During incremental decoding q_pos holds the current step(s) and k every key so far, so each hook works step by step;
+`rotate` alone sees only the new steps' keys in self-attention (k_pos their positions): the decoding cache keeps keys
+as rotated when they were new, so no step rotates the earlier keys again.
 Absolute positions (added to the embeddings) are not attention encodings: see `modules/embedding.py`.
 """
 from typing import Optional, Tuple
