@@ -25,53 +25,72 @@ from fairseq_compgen.scoring.exact_match import exact_match, parse_generate_outp
 ACTION = "I_JUMP"
 
 
-def counts(path: Path) -> dict:
-    """n, wrong, and of the wrong: fewer ACTION than the reference, no ACTION, the reference's length."""
+def wrong_pairs(path: Path):
+    """A run's kept outputs -> (n, [(hypothesis, reference) of each wrong example, as token lists]), exact match as
+    fairseq-compgen score exact_match; refuses outputs that miss an example. Shared with campaign/length_errors.py."""
     lines, name = read_generate_output(str(path))
     refs, hyps = parse_generate_output(lines, name)
     missing = sorted(set(refs) - set(hyps))
     if missing:
         raise UsageError(f"{name}: no hypothesis for {len(missing)} of {len(refs)} examples (e.g. id {missing[0]}): "
                          "expected the whole decoded subset")
-    wrong = [i for i in refs if not exact_match(hyps[i], refs[i])]
-    return {"n": len(refs), "wrong": len(wrong),
-            "fewer": sum(hyps[i].count(ACTION) < refs[i].count(ACTION) for i in wrong),
-            "none": sum(ACTION not in hyps[i] for i in wrong),
-            "same_length": sum(len(hyps[i]) == len(refs[i]) for i in wrong)}
+    return len(refs), [(hyps[i], refs[i]) for i in refs if not exact_match(hyps[i], refs[i])]
 
 
-def table(folder: Path, subset: str) -> str:
+def counts(path: Path) -> dict:
+    """n, wrong, and of the wrong: fewer ACTION than the reference, no ACTION, the reference's length."""
+    n, wrong = wrong_pairs(path)
+    return {"n": n, "wrong": len(wrong),
+            "fewer": sum(h.count(ACTION) < r.count(ACTION) for h, r in wrong),
+            "none": sum(ACTION not in h for h, _ in wrong),
+            "same_length": sum(len(h) == len(r) for h, r in wrong)}
+
+
+COLUMNS = (("fewer", f"fewer {ACTION} than the reference"), ("none", f"no {ACTION}"),
+           ("same_length", "the reference's length"))
+
+
+def table(folder: Path, subset: str, count=counts, columns=COLUMNS, title: str = "",
+          script: str = "campaign/jump_errors.py") -> str:
+    """One row per run under `folder` (<dataset>/<config>/seedK/eval/SUBSET.outputs.gz): its wrong hypotheses of n,
+    and each column's share of them; `count(path)` gives n, wrong and each column's key."""
     paths = sorted(folder.glob(f"*/*/seed*/eval/{subset}.outputs.gz"),
                    key=lambda p: (p.parts[-5], p.parts[-4], int(p.parts[-3][4:])))
     if not paths:
         raise UsageError(f"{folder}: no */*/seed*/eval/{subset}.outputs.gz: expected an exported table or a sweep "
                          "folder whose runs kept their outputs")
-    out = [f"Wrong {subset} hypotheses and their {ACTION} actions (`python campaign/jump_errors.py {folder}`)", "",
-           f"| run | wrong of n | fewer {ACTION} than the reference | no {ACTION} | the reference's length |",
-           "|---|---|---|---|---|"]
+    title = title or f"Wrong {subset} hypotheses and their {ACTION} actions"
+    out = [f"{title} (`python {script} {folder}{'' if subset == 'test' else ' --subset ' + subset}`)", "",
+           "| run | wrong of n | " + " | ".join(label for _, label in columns) + " |",
+           "|---|---|" + "---|" * len(columns)]
     for p in paths:
-        c = counts(p)
+        c = count(p)
         share = (lambda k: f"{c[k] / c['wrong']:.2f}") if c["wrong"] else (lambda k: "-")
-        out.append(f"| {'/'.join(p.parts[-5:-2])} | {c['wrong']:,} of {c['n']:,} | {share('fewer')} | "
-                   f"{share('none')} | {share('same_length')} |")
+        out.append(f"| {'/'.join(p.parts[-5:-2])} | {c['wrong']:,} of {c['n']:,} | "
+                   + " | ".join(share(k) for k, _ in columns) + " |")
     return "\n".join(out) + "\n"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cli(argv, description: str, make_table, prog: str) -> int:
+    """The command line of this script and of campaign/length_errors.py."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("folder", type=Path, help="an exported table or sweep folder: <dataset>/<config>/seedK/eval/")
     p.add_argument("--subset", default="test")
     p.add_argument("--out", type=Path, help="write the table here (default: print it)")
     a = p.parse_args(argv)
     try:
-        text = table(a.folder, a.subset)
+        text = make_table(a.folder, a.subset)
     except (UsageError, FileNotFoundError) as e:
-        print(f"jump_errors: error: {e}", file=sys.stderr)
+        print(f"{prog.removesuffix('.py')}: error: {e}", file=sys.stderr)
         return 1
     if a.out:
         atomic_write_text(a.out, text)
     print(text, end="")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli(argv, __doc__.split("\n\n")[0], table, "jump_errors.py")
 
 
 if __name__ == "__main__":

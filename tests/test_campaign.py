@@ -600,3 +600,33 @@ def test_jump_errors_counts_what_wrong_hypotheses_do_with_jump(tmp_path):
     assert p.returncode == 1 and p.stderr.strip() == (
         f"jump_errors: error: {ev / 'test.outputs.gz'}: no hypothesis for 1 of 4 examples (e.g. id 3): expected the "
         "whole decoded subset"), p.stderr
+
+
+def test_length_errors_counts_how_wrong_hypotheses_miss_the_length(tmp_path):
+    """campaign/length_errors.py: per run, the wrong hypotheses of the kept outputs, and among them those longer,
+    shorter and as long as the reference, the reference followed by more tokens, and a strict beginning of it;
+    --subset picks the file; an empty folder is one line, exit 1."""
+    import gzip
+
+    script = REPO / "campaign" / "length_errors.py"
+    ev = tmp_path / "scan" / "alibi" / "seed1" / "eval"
+    ev.mkdir(parents=True)
+    pairs = [("A B", "A B"),  # right
+             ("A B", "A B B"),  # the reference, then more: longer
+             ("A B C", "A B"),  # a beginning of the reference: shorter
+             ("A B C", "A C"),  # shorter, not a beginning
+             ("A B", "B A"),  # the reference's length
+             ("A", "B B")]  # longer, not the reference then more
+    text = "".join(f"S-{i}\tx\nT-{i}\t{t}\nH-{i}\t-0.1\t{h}\n" for i, (t, h) in enumerate(pairs))
+    (ev / "valid.outputs.gz").write_bytes(gzip.compress(text.encode()))
+    out = tmp_path / "lengths.md"
+    p = subprocess.run([sys.executable, script, tmp_path, "--subset", "valid", "--out", out], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == p.stdout and f"--subset valid`" in p.stdout.splitlines()[0]
+    assert p.stdout.splitlines()[-1] == "| scan/alibi/seed1 | 5 of 6 | 0.40 | 0.40 | 0.20 | 0.20 | 0.20 |"
+
+    p = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)  # no test outputs
+    assert p.returncode == 1 and p.stderr.strip() == (
+        f"length_errors: error: {tmp_path}: no */*/seed*/eval/test.outputs.gz: expected an exported table or a sweep "
+        "folder whose runs kept their outputs"), p.stderr
