@@ -50,17 +50,17 @@ COLUMNS = (("fewer", f"fewer {ACTION} than the reference"), ("none", f"no {ACTIO
            ("same_length", "the reference's length"))
 
 
-def table(folder: Path, subset: str, count=counts, columns=COLUMNS, title: str = "",
-          script: str = "campaign/jump_errors.py") -> str:
+def table(folder: Path, subset: str, command: str, count=counts, columns=COLUMNS, title: str = "") -> str:
     """One row per run under `folder` (<dataset>/<config>/seedK/eval/SUBSET.outputs.gz): its wrong hypotheses of n,
-    and each column's share of them; `count(path)` gives n, wrong and each column's key."""
+    and each column's share of them; `count(path)` gives n, wrong and each column's key; `command` (the one that made
+    the table) heads it."""
     paths = sorted(folder.glob(f"*/*/seed*/eval/{subset}.outputs.gz"),
                    key=lambda p: (p.parts[-5], p.parts[-4], int(p.parts[-3][4:])))
     if not paths:
         raise UsageError(f"{folder}: no */*/seed*/eval/{subset}.outputs.gz: expected an exported table or a sweep "
                          "folder whose runs kept their outputs")
     title = title or f"Wrong {subset} hypotheses and their {ACTION} actions"
-    out = [f"{title} (`python {script} {folder}{'' if subset == 'test' else ' --subset ' + subset}`)", "",
+    out = [f"{title} (`{command}`)", "",
            "| run | wrong of n | " + " | ".join(label for _, label in columns) + " |",
            "|---|---|" + "---|" * len(columns)]
     for p in paths:
@@ -71,15 +71,19 @@ def table(folder: Path, subset: str, count=counts, columns=COLUMNS, title: str =
     return "\n".join(out) + "\n"
 
 
-def cli(argv, description: str, make_table, prog: str) -> int:
-    """The command line of this script and of campaign/length_errors.py."""
+def cli(argv, description: str, prog: str, make_table, add_options=None) -> int:
+    """The command line of this script and of campaign/length_errors.py: `add_options(parser)` adds a script's own
+    options and returns a function of the parsed arguments giving them as they go into the command the table names;
+    `make_table(args, command)` gives the table."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("folder", type=Path, help="an exported table or sweep folder: <dataset>/<config>/seedK/eval/")
     p.add_argument("--subset", default="test")
     p.add_argument("--out", type=Path, help="write the table here (default: print it)")
+    own = add_options(p) if add_options else (lambda a: "")
     a = p.parse_args(argv)
+    command = f"python campaign/{prog} {a.folder}{'' if a.subset == 'test' else ' --subset ' + a.subset}{own(a)}"
     try:
-        text = make_table(a.folder, a.subset)
+        text = make_table(a, command)
     except (UsageError, FileNotFoundError) as e:
         print(f"{prog.removesuffix('.py')}: error: {e}", file=sys.stderr)
         return 1
@@ -90,7 +94,7 @@ def cli(argv, description: str, make_table, prog: str) -> int:
 
 
 def main(argv=None) -> int:
-    return cli(argv, __doc__.split("\n\n")[0], table, "jump_errors.py")
+    return cli(argv, __doc__.split("\n\n")[0], "jump_errors.py", lambda a, command: table(a.folder, a.subset, command))
 
 
 if __name__ == "__main__":

@@ -604,8 +604,8 @@ def test_jump_errors_counts_what_wrong_hypotheses_do_with_jump(tmp_path):
 
 def test_length_errors_counts_how_wrong_hypotheses_miss_the_length(tmp_path):
     """campaign/length_errors.py: per run, the wrong hypotheses of the kept outputs, and among them those longer,
-    shorter and as long as the reference, the reference followed by more tokens, and a strict beginning of it;
-    --subset picks the file; an empty folder is one line, exit 1."""
+    shorter and as long as the reference, the reference followed by more tokens, and a strict beginning of it (with
+    --within N, of at most N tokens); --subset picks the file; an empty folder is one line, exit 1."""
     import gzip
 
     script = REPO / "campaign" / "length_errors.py"
@@ -625,6 +625,13 @@ def test_length_errors_counts_how_wrong_hypotheses_miss_the_length(tmp_path):
     assert p.returncode == 0, p.stderr
     assert out.read_text() == p.stdout and f"--subset valid`" in p.stdout.splitlines()[0]
     assert p.stdout.splitlines()[-1] == "| scan/alibi/seed1 | 5 of 6 | 0.40 | 0.40 | 0.20 | 0.20 | 0.20 |"
+    for within, share in ((1, "0.00"), (2, "0.20")):  # the early stop is 2 tokens long
+        p = subprocess.run([sys.executable, script, tmp_path, "--subset", "valid", "--within", str(within)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert f"--subset valid --within {within}`" in p.stdout.splitlines()[0]
+        assert f"| a beginning, at most {within} tokens |" in p.stdout
+        assert p.stdout.splitlines()[-1] == f"| scan/alibi/seed1 | 5 of 6 | 0.40 | 0.40 | 0.20 | 0.20 | 0.20 | {share} |"
 
     p = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)  # no test outputs
     assert p.returncode == 1 and p.stderr.strip() == (
