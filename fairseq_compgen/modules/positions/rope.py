@@ -21,8 +21,9 @@ xPos (§3) multiplies in a per-pair exponential decay, zeta_k = (2k/d_head + gam
 code (torchscale, `XPOS`) scales queries up and keys down in the same way. zeta^((i-j)/B) grows for j > i, so xPos
 is for causal attention only (decoder self-attention). Not used: the paper's blockwise causal attention, an
 inference-time change of the attention mask (§3), and the authors' centring of positions around 0 (a shift that
-leaves every q_i . k_j unchanged). Both encodings act in self-attention only; queries and keys of the cache are
-rotated at their absolute positions, so step-by-step decoding equals the full pass. No parameters.
+leaves every q_i . k_j unchanged). Both encodings act in self-attention only. Each query and key is rotated at its
+absolute position, a key once, when it enters the decoding cache (the attention core caches keys as rotated), so
+step-by-step decoding equals the full pass. No parameters.
 """
 from typing import Tuple
 
