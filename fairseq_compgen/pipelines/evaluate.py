@@ -8,7 +8,8 @@ checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and a
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
-train` records it, GPU included unless --cpu, and the seconds the subset took), SUBSET.outputs.gz (the decoded
+train` records it, GPU included unless --cpu, and the wall-clock seconds the subset took, a time the process was
+stopped meanwhile included), SUBSET.outputs.gz (the decoded
 outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt, and COGS tagging's E-, without
 per-token scores or log lines, gzip, about 1/20 to 1/30 of its size; every scorer reads it as it reads the whole
 output, e.g. `fairseq-compgen score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the
