@@ -75,6 +75,28 @@ def test_staged_files_puts_everything_back_when_a_rename_fails(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------ eval
+def test_eval_records_wall_and_cpu_seconds_apart(scan_bin, tmp_path, monkeypatch):
+    """An evaluation's `seconds` are wall-clock and count a time the process did not run (a campaign lane stopped
+    by SIGSTOP while it decoded); `cpu_seconds` do not: a decoding that waits 0.5 s records 0.5 s or more, and less
+    CPU time."""
+    import time
+
+    from fairseq_compgen.pipelines import evaluate
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_last.pt").write_bytes(b"last")
+    fake = _fake_generate(right=True)
+
+    def waiting(*args):
+        time.sleep(0.5)
+        return fake(*args)
+    monkeypatch.setattr(evaluate, "generate_seq2seq", waiting)
+    evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], cpu=True, echo=lambda s: None)
+    where = json.loads((run / "eval" / "gen.json").read_text())["evaluated"]
+    assert where["seconds"] >= 0.5 and where["cpu_seconds"] < where["seconds"] - 0.3, where
+
+
 def _fake_generate(right: bool = True, fail: bool = False):
     """fairseq-generate's output for `subset` without a model: each reference as the hypothesis (or a wrong one);
     `fail`: half the output written, then an error (a crash while decoding)."""
@@ -105,6 +127,7 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     # where it was evaluated: a run trained on a lent GPU may be evaluated on another machine
     where = last["evaluated"]
     assert where["machine"]["cores"] == os.cpu_count() and where["machine"]["gpu"] is None and where["seconds"] >= 0
+    assert where["cpu_seconds"] >= 0
     # another checkpoint used to overwrite eval/gen.json, which the sweep and aggregate read
     monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=False))
     evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)

@@ -8,8 +8,9 @@ checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and a
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
-train` records it, GPU included unless --cpu, and the wall-clock seconds the subset took, a time the process was
-stopped meanwhile included), SUBSET.outputs.gz (the decoded
+train` records it, GPU included unless --cpu, the wall-clock seconds the subset took, a time the process was
+stopped meanwhile included, and the process's CPU seconds, which such a pause does not count), SUBSET.outputs.gz
+(the decoded
 outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.generate.txt, and COGS tagging's E-, without
 per-token scores or log lines, gzip, about 1/20 to 1/30 of its size; every scorer reads it as it reads the whole
 output, e.g. `fairseq-compgen score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the
@@ -235,7 +236,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     where = json.loads(machine(cpu or "--cpu" in extra))
     results = {}
     for subset in subsets:
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.process_time()
         generated, table, result, outputs = (out / f"{subset}{ext}"
                                              for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS))
         tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result, outputs)]
@@ -247,7 +248,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
                 generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
             tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
             r = score(metric, generated, data, subset, n, tmps[1]) | record
-            r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1)}
+            r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
+                              "cpu_seconds": round(time.process_time() - cpu_start, 1)}
             tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             tmps[3].write_bytes(gzip_text(outputs_text(generated)))
             tmps[1].replace(table)
