@@ -10,9 +10,9 @@ of the same size (d_model, d_FF, heads, layers), measured in the same run.
                                     # also each arch as an earlier commit built it (that commit's fairseq_compgen,
                                     # from `git archive`, loaded through PYTHONPATH), in the same rounds
     python benchmarks/train_step.py --stock-dropouts --archs compgen_transformer
+                                    # stock with the arch's dropout probabilities, not fairseq's defaults
     python benchmarks/train_step.py --decode --rounds 3 --archs sag_t5_transformer rel_uni_transformer
                                     # greedy decoding of a batch instead of a training step (below)
-                                    # stock with the arch's dropout probabilities, not fairseq's defaults
 
 Stock `transformer` keeps fairseq's defaults other than the size: dropout 0.1 but attention and activation dropout 0,
 where the Csordás presets use 0.1 for both. Those two dropouts are most of what a SCAN-sized step of ours saves beyond
