@@ -1,5 +1,5 @@
-"""Train-step time and peak memory of each registered architecture, as a ratio to fairseq's stock `transformer`
-of the same size (d_model, d_FF, heads, layers), measured in the same run.
+"""Train-step time (or, with --decode, greedy decoding time) and peak memory of each registered architecture, as a
+ratio to fairseq's stock `transformer` of the same size (d_model, d_FF, heads, layers), measured in the same run.
 
     python benchmarks/train_step.py                      # the base presets (SCAN size), CPU or GPU
     python benchmarks/train_step.py --archs rel_uni_transformer_cogs compgen_transformer_cogs --batch 128
