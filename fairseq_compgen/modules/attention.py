@@ -146,7 +146,8 @@ class MultiheadAttention(FairseqIncrementalState, nn.Module):
         bias = None  # additive logits, broadcastable to [B, H, Tq, Tk]
         q_content = q
         if self.scorer is not None:  # self-attention's k: the new steps only, at their positions k_pos[..., start:]
-            q, k = self.scorer.rotate(q, k, q_pos, k_pos[..., start:] if is_self else k_pos)  # [B, H, Tq, dh]
+            # q [B, H, Tq, dh]; k [B, H, Tq, dh] (self: the new steps) or [B, H, Tk, dh] (cross)
+            q, k = self.scorer.rotate(q, k, q_pos, k_pos[..., start:] if is_self else k_pos)
         if is_self:  # the cache keeps keys as rotated when they were new: no step rotates earlier keys again
             if cache is not None:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # [B, H, Tk, dh]
