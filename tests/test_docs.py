@@ -11,7 +11,8 @@ script that does not exist fails too. Beyond parsing:
     printed command is parsed by fairseq's training parser for its arch: the recipe and the arch must exist, and
     every fairseq-train option after SAVE is checked;
   * `fairseq-compgen recipes ...` and `fairseq-compgen help ...` only print: they run to the end and must exit 0;
-  * the sweep a `fairseq-compgen sweep` command names must load (`sweep_schema.load_spec`). A sweep's `--dry-run`
+  * the sweep a `fairseq-compgen sweep` command names must load (`sweep_schema.load_spec`; a path such as
+    `campaign/X.yaml` is read from the repository's root, where the docs' commands run). A sweep's `--dry-run`
     is parsed only: it needs the sweep's data folders prepared. The `python -m fairseq_compgen.pipelines.sweep
     sweeps/X.yaml` of docs/results.md record how earlier runs were started: their options are checked.
 
@@ -296,8 +297,10 @@ def check(cmd: Command, toy_dataset: Path) -> Optional[str]:
         if rc == 0 and sub == "sweep" and ns is not None and not _placeholder(ns.sweep):
             from fairseq_compgen.pipelines.sweep_schema import load_spec
 
+            # a sweep file of this repository (campaign/X.yaml) is named from the checkout's root
+            in_repo = REPO / ns.sweep
             try:
-                load_spec(ns.sweep)
+                load_spec(in_repo if not Path(ns.sweep).exists() and in_repo.is_file() else ns.sweep)
             except Exception as e:
                 rc, err = 1, f"{type(e).__name__}: {e}"
     if rc != 0:
@@ -386,14 +389,17 @@ def test_every_run_recorded_on_an_uncommitted_tree_is_named_in_the_readme():
 
 
 def test_every_shipped_sweep_says_how_to_prepare_each_dataset(tmp_path, monkeypatch):
-    """Each dataset of fairseq_compgen/sweeps/*.yaml has a `prep:` command (what a missing data folder's refusal
-    shows): every `fairseq-compgen prep` in it is accepted by prep's own parser, and the last one's output folder
+    """Each dataset of fairseq_compgen/sweeps/*.yaml and of the campaign's campaign/*.yaml has a `prep:` command (what
+    a missing data folder's refusal shows, and what `sweep --prep` runs to rerun a cell with another seed): every
+    `fairseq-compgen prep` in it is accepted by prep's own parser, and the last one's output folder
     (--out, or russin's SPLIT_DIR) holds the dataset's `data`."""
     from fairseq_compgen.pipelines.sweep_schema import SWEEPS, load_spec
 
     monkeypatch.chdir(tmp_path)
     bad, seen = [], 0
-    for sweep in sorted(SWEEPS.glob("*.yaml")):
+    sweeps = sorted(SWEEPS.glob("*.yaml")) + sorted((REPO / "campaign").glob("*.yaml"))
+    assert len(sweeps) > len(list(SWEEPS.glob("*.yaml")))
+    for sweep in sweeps:
         for name, dataset in load_spec(sweep)["datasets"].items():
             where = f"{sweep.name}: {name}"
             if not dataset["prep"]:
