@@ -9,8 +9,9 @@ training time still to come, estimated from the recorded runs.
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
 campaign commits it right after copying it), or in results/campaign_gpu/ (finished on a lent GPU, gpu_import.py);
 under way when its folder in STATE/runs/ has a train.log but no done.json recorded here, or when it was carried from another machine (results/campaign/_carry/, campaign/carry.py).
-The estimate gives each run not done the median training time (train.log's clock, summed over invocations;
-evaluation not included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
+The estimate gives each run not done the median training time (train.log's CPU clock `cpu_s`, or for runs trained
+before it was logged its wall clock, which counts the lanes' pauses; summed over invocations; evaluation not
+included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
 dataset, or else the median pace per update of recorded runs of the same arch, data and flags in other sweeps times
 its budget in updates (paced_hours: e.g. a 50,000-update run from 5,000-update ones); a run under way counts whole; a
 run under way with none of these, its own pace so far extrapolated to its budget (extrapolated_hours); runs with
@@ -32,14 +33,20 @@ sys.path.insert(0, str(REPO))
 from fairseq_compgen import recipes  # noqa: E402
 from fairseq_compgen.pipelines import sweep  # noqa: E402
 from fairseq_compgen.pipelines.train import last  # noqa: E402
-from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_wall  # noqa: E402
+from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_cpu, train_wall  # noqa: E402
+
+
+def train_seconds(log: Path) -> Optional[float]:
+    """A run's training seconds: its CPU clock (train_cpu) where its log has one, else its wall clock (train_wall)."""
+    cpu = train_cpu(log)
+    return cpu if cpu is not None else train_wall(log)
 
 
 def recorded_hours(results: Path):
     """(sweep, dataset, config) -> training hours of each recorded run, and (sweep, dataset) -> the same pooled."""
     by_config, by_dataset = {}, {}
     for log in results.glob("*/*/*/seed*/train.log"):
-        seconds = train_wall(log)
+        seconds = train_seconds(log)
         if seconds is None:
             continue
         sweep_name, dataset, config = log.parts[-5:-2]
@@ -70,7 +77,7 @@ def recorded_pace(results: Path):
     pace = {}
     for done in results.glob("*/*/*/seed*/done.json"):
         log = done.with_name("train.log")
-        seconds = train_wall(log) if log.is_file() else None
+        seconds = train_seconds(log) if log.is_file() else None
         try:
             record = json.loads(done.read_text())
         except ValueError:
@@ -97,7 +104,7 @@ def paced_hours(run, pace) -> Optional[float]:
 
 
 def extrapolated_hours(folder: Path) -> Optional[float]:
-    """A run under way that has no recorded run like it: its training hours so far (train_wall, to its last epoch
+    """A run under way that has no recorded run like it: its training hours so far (train_seconds, to its last epoch
     summary) over the part of its budget they covered (that summary's epoch of --max-epoch, or its updates of
     --max-update, whichever is further: fairseq stops at the first), from its command.txt; None without both."""
     command, log = folder / "command.txt", folder / "train.log"
@@ -106,7 +113,7 @@ def extrapolated_hours(folder: Path) -> Optional[float]:
     words = shlex.split(command.read_text().splitlines()[0])
     max_epoch, max_update = last(words, "--max-epoch"), last(words, "--max-update")
     summaries = [r for r in read_records(log) if r.kind == "train" and r.stats.get("wall") is not None]
-    seconds = train_wall(log)
+    seconds = train_seconds(log)
     if not summaries or not seconds:
         return None
     final = summaries[-1]

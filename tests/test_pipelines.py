@@ -86,6 +86,8 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         # cost and place: the eval call's time, fairseq's clock in train.log, and where it trained
         machine = json.loads((r.path / "machine.txt").read_text())
         assert done["eval_s"] > 0 and train_log.train_wall(r.path / "train.log") >= 0
+        # the process's CPU clock in every training summary, the victim's two invocations added up (tasks/clocks.py)
+        assert train_log.train_cpu(r.path / "train.log") > 0
         assert machine["threads"] == 1 and machine["gpu"] is None and machine["cores"] >= 1
         # one checkpoint per save: the interval copy identical to checkpoint_last.pt is gone, _last and _best stay
         assert sorted(p.name for p in r.path.glob("checkpoint*.pt")) == ["checkpoint_best.pt", "checkpoint_last.pt"]
@@ -129,6 +131,7 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert row["machine"].startswith(machine["host"] + ": ") and row["machine"].endswith(", 1 threads, no GPU")
         log = out / "scan" / row["configuration"] / f"seed{row['seed']}" / "train.log"
         assert float(row["train_wall_s"]) == train_log.train_wall(log) and float(row["eval_s"]) == done["eval_s"]
+        assert float(row["train_cpu_s"]) == train_log.train_cpu(log) > 0
     assert (out / "runs.md").read_text().count("\n") == 2 + 4
     assert (out / "plots" / "scan.png").stat().st_size > 1000
     curves = aggregate.learning_curves(victim.path / "train.log")

@@ -436,8 +436,8 @@ def machine_text(folder: Path) -> str:
 
 def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[dict]:
     """One row per run that contributed to `cells` (collect's; so a run left out there is left out here): dataset,
-    config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log),
-    evaluation seconds (done.json), commit, data (the first 12 hex digits of `train.same_data_key` of its data.json:
+    config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log), training
+    CPU seconds (train.log's `cpu_s`, None for runs trained before it was logged), evaluation seconds (done.json), commit, data (the first 12 hex digits of `train.same_data_key` of its data.json:
     the data files' hash that pooling compares, so one dataset's runs show one value; "not recorded" for runs made
     before data.json), machine (machine_text: machine.txt, "not recorded" for runs made before it was, and the
     evaluation's machine where that differs)."""
@@ -452,7 +452,7 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
         rows.append({
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
             "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
-            "eval_s": done.get("eval_s"),
+            "train_cpu_s": train_log.train_cpu(folder / "train.log"), "eval_s": done.get("eval_s"),
             "commit": commit_text(done), "data": (data_sha256(r) or "not recorded")[:12],
             "machine": machine_text(folder),
         })
@@ -470,15 +470,16 @@ def runs_table(spec: dict, rows: List[dict], metric: str, scale: float = 1.0, di
     """The per-run table (run_rows) as markdown: every seed's values beside its cost, commit, data and machine."""
     subsets = _order([s for row in rows for s in row["values"]])
     header = ["dataset", "configuration", "seed", *(f"{s} {metric}" for s in subsets), "updates",
-              "train wall (min)", "eval (s)", "commit", "data", "machine"]
+              "train wall (min)", "train CPU (min)", "eval (s)", "commit", "data", "machine"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in rows:
         values = [f"{scale * row['values'][s]:.{digits}f}" if s in row["values"] else "" for s in subsets]
-        wall = row["train_wall_s"]
+        wall, cpu = row["train_wall_s"], row["train_cpu_s"]
         lines.append("| " + " | ".join([
             _label(spec, "datasets", row["dataset"]), _label(spec, "configurations", row["config"]), str(row["seed"]),
             *values, f"{row['updates']:,}" if row["updates"] is not None else "",
-            f"{wall / 60:.1f}" if wall is not None else "", "" if row["eval_s"] is None else f"{row['eval_s']:.0f}",
+            f"{wall / 60:.1f}" if wall is not None else "", f"{cpu / 60:.1f}" if cpu is not None else "",
+            "" if row["eval_s"] is None else f"{row['eval_s']:.0f}",
             row["commit"], row["data"], row["machine"]]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -487,13 +488,13 @@ def write_runs_csv(path, rows: List[dict], metric: str) -> None:
     subsets = _order([s for row in rows for s in row["values"]])
     with staged_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:  # renamed when whole
         w = csv.writer(f)
-        w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "eval_s",
-                    "commit", "data", "machine"])
+        w.writerow(["dataset", "configuration", "seed", "metric", *subsets, "updates", "train_wall_s", "train_cpu_s",
+                    "eval_s", "commit", "data", "machine"])
         for row in rows:
             w.writerow([row["dataset"], row["config"], row["seed"], metric,
                         *(repr(row["values"][s]) if s in row["values"] else "" for s in subsets),
-                        row["updates"], row["train_wall_s"], row["eval_s"], row["commit"], row["data"],
-                        row["machine"]])
+                        row["updates"], row["train_wall_s"], row["train_cpu_s"], row["eval_s"], row["commit"],
+                        row["data"], row["machine"]])
 
 
 # what --export keeps of a run: its records and results, not its checkpoints

@@ -20,6 +20,7 @@ epoch summary from a validation of a subset that is itself called ``train``.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -43,6 +44,7 @@ class Record:
     num_updates: Optional[int]
     stats: Dict[str, float] = field(default_factory=dict)
     epoch: Optional[int] = None
+    time: Optional[datetime.datetime] = None  # the line's timestamp (fairseq's `DATE TIME |`, the sweep's `# DATE`)
 
 
 def _number(value) -> Optional[float]:
@@ -73,14 +75,32 @@ def _pipe_fields(text: str) -> Iterator[Tuple[str, str]]:
             yield name, value.strip()
 
 
-_START = re.compile(r"^# \S+ sweep: ")  # the sweep's line before each invocation of a run (runner.py)
+_START = re.compile(r"^# (\S+) sweep: ")  # the sweep's line before each invocation of a run (runner.py)
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|")  # fairseq's logging format: 2026-11-23 20:36:15 | INFO | ...
+
+
+def _time(text: Optional[str]) -> Optional[datetime.datetime]:
+    try:
+        return datetime.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
 
 
 def parse_line(line: str) -> Optional[Record]:
     """The record of one log line, or None for anything else (fairseq's other messages, the sweep's other lines).
-    The sweep's ``# DATE sweep: COMMAND`` line before each invocation is a record of kind "start"."""
+    The sweep's ``# DATE sweep: COMMAND`` line before each invocation is a record of kind "start". Each record has
+    its line's timestamp where the line has one."""
     if line.startswith("#"):
-        return Record("start", None, None) if _START.match(line) else None
+        m = _START.match(line)
+        return Record("start", None, None, time=_time(m.group(1))) if m else None
+    stamp = _STAMP.match(line)
+    record = _parse(line)
+    if record is not None and stamp:
+        record.time = _time(stamp.group(1))
+    return record
+
+
+def _parse(line: str) -> Optional[Record]:
     line = line.rstrip("\r\n")
     m = _SIMPLE_VALID.search(line)
     if m:
@@ -130,19 +150,49 @@ def validation_records(log: Union[str, os.PathLike]) -> List[Tuple[str, int, Dic
 
 def train_wall(log: Union[str, os.PathLike]) -> Optional[float]:
     """The training time in seconds: fairseq's `wall` (the trainer's clock, validation and checkpointing included)
-    of the last training summary of each invocation, summed; None without a summary. fairseq starts the clock
-    again when a run resumes (it is not in the checkpoint), so a resumed run's invocations are added up; each
-    counts to its last epoch summary (the time after it, retrained on resuming, is not counted). Invocations are
-    told apart by the sweep's start lines, or, in a log without them, by the clock going back."""
-    lasts: List[Optional[float]] = [None]  # each invocation's clock at its last summary (None: no summary yet)
+    of the last training summary of each invocation, summed; None without a summary. The clock starts again when a
+    run resumes, so a resumed run's invocations are added up; each counts to its last epoch summary (the time after
+    it, retrained on resuming, is not counted). Invocations are told apart by the sweep's start lines, or, in a log
+    without them, by the clock going back. A resumed invocation logged before tasks/clocks.py restarted fairseq's
+    stopwatch says `wall 0` throughout: its time is its last summary's timestamp less its start line's (or, without
+    one, less its first record's)."""
+    return _summed_clock(log, "wall")
+
+
+def train_cpu(log: Union[str, os.PathLike]) -> Optional[float]:
+    """The training process's CPU seconds (`cpu_s`, tasks/cpu_clock.py: a pause of the process does not count, its
+    threads all do), added up over invocations as train_wall adds up `wall`; None when an invocation's summaries
+    lack it (invocations trained before it was logged, 2026-11-27, or by a task not of this package)."""
+    return _summed_clock(log, "cpu_s")
+
+
+def _summed_clock(log: Union[str, os.PathLike], key: str) -> Optional[float]:
+    """The clock `key` of each invocation's last training summary, summed (see train_wall); None without a summary,
+    or when an invocation has summaries without `key`."""
+    invocations: List[dict] = [{}]  # each: its first timestamp, its last summary's clock and timestamp
+    lacking = False  # an invocation had a summary without `key`
     for r in read_records(log):
-        wall = r.stats.get("wall") if r.kind == "train" else None
-        if r.kind == "start" or (wall is not None and lasts[-1] is not None and wall < lasts[-1]):
-            lasts.append(None)
-        if wall is not None:
-            lasts[-1] = wall
-    found = [w for w in lasts if w is not None]
-    return sum(found) if found else None
+        summary = r.kind == "train" and r.stats.get("wall") is not None
+        clock = r.stats.get(key) if summary else None
+        now = invocations[-1]
+        if r.kind == "start" or (clock is not None and now.get("clock") is not None and clock < now["clock"]):
+            invocations.append({})
+            now = invocations[-1]
+        now.setdefault("first", r.time)
+        if clock is not None:
+            now.update(clock=clock, last=r.time)
+        lacking = lacking or (summary and clock is None)
+    found = [_clock_or_stamps(i, key) for i in invocations if i.get("clock") is not None]
+    return sum(found) if found and not lacking else None
+
+
+def _clock_or_stamps(invocation: dict, key: str) -> float:
+    """An invocation's clock at its last summary; for `wall` stuck at 0 (fairseq's stopwatch restored stopped on
+    resuming, tasks/clocks.py), the seconds between its first timestamp and its last summary's, where both exist."""
+    clock, first, last = invocation["clock"], invocation.get("first"), invocation.get("last")
+    if key == "wall" and clock == 0 and first is not None and last is not None:
+        return max(0.0, (last - first).total_seconds())
+    return clock
 
 
 def last_num_updates(log: Union[str, os.PathLike]) -> Optional[int]:

@@ -14,16 +14,19 @@ import torch
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks.autocast import autocast_criterion
+from fairseq_compgen.tasks.clocks import log_clocks
 
 
 class CheckedTrainStep:
     """A task's train_step, for the tasks of this package (mixed in before fairseq's task class): the criterion under
-    --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line (check_loss below)."""
+    --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line (check_loss below), then
+    the training clocks logged (tasks/clocks.py)."""
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16, optimizer)
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         check_loss(out[0], model, optimizer, update_num, ignore_grad)
+        log_clocks()
         return out
 
 
