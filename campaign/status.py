@@ -13,9 +13,10 @@ The estimate gives each run not done the median training time (train.log's CPU c
 before it was logged its wall clock, which counts the lanes' pauses; summed over invocations; evaluation not
 included) of the recorded runs of its sweep, dataset and configuration, or else of its sweep and
 dataset, or else the median pace per update of recorded runs of the same arch, data and flags in other sweeps times
-its budget in updates (paced_hours: e.g. a 50,000-update run from 5,000-update ones); a run under way counts whole; a
-run under way with none of these, its own pace so far extrapolated to its budget (extrapolated_hours); runs with
-nothing to go by are counted apart. Times were measured
+its budget in updates (paced_hours: e.g. a 50,000-update run from 5,000-update ones), or else the median of recorded
+runs of other archs on the same data, recipe and flags (recorded_alike); a run under way with none of these, its
+own pace so far extrapolated to its budget (extrapolated_hours); a run under way counts the part of its budget it has
+not trained yet (done_fraction); runs with nothing to go by are counted apart. Times were measured
 on whatever machine and load each run had, so read the sum as rough. Reads files only: it starts, stops and
 changes nothing.
 """
@@ -71,6 +72,23 @@ def model_flags(flags) -> tuple:
     return tuple(out)
 
 
+def recorded_alike(results: Path):
+    """(the data folder's last three parts, recipe, flags) -> training hours of each recorded run, whatever its arch:
+    the last resort for a run of an arch with nothing recorded (the same data, recipe and budget; another model)."""
+    alike = {}
+    for done in results.glob("*/*/*/seed*/done.json"):
+        log = done.with_name("train.log")
+        seconds = train_seconds(log) if log.is_file() else None
+        try:
+            settings = json.loads(done.read_text()).get("settings") or {}
+        except ValueError:
+            continue
+        if seconds and settings.get("data"):
+            key = (Path(settings["data"]).parts[-3:], settings.get("recipe"), tuple(settings.get("flags") or []))
+            alike.setdefault(key, []).append(seconds / 3600)
+    return alike
+
+
 def recorded_pace(results: Path):
     """(arch, the data folder's last three parts, model_flags) -> training hours per update of each recorded run
     (train.log's clock over done.json's num_updates)."""
@@ -103,23 +121,35 @@ def paced_hours(run, pace) -> Optional[float]:
     return statistics.median(per_update) * int(budget)
 
 
-def extrapolated_hours(folder: Path) -> Optional[float]:
-    """A run under way that has no recorded run like it: its training hours so far (train_seconds, to its last epoch
-    summary) over the part of its budget they covered (that summary's epoch of --max-epoch, or its updates of
-    --max-update, whichever is further: fairseq stops at the first), from its command.txt; None without both."""
-    command, log = folder / "command.txt", folder / "train.log"
+def _fraction(folder: Path, epoch: Optional[int], updates: Optional[int]) -> Optional[float]:
+    """The part of its budget (command.txt's last --max-epoch and --max-update) that a run had trained at `epoch` and
+    `updates`: the further of the two (fairseq stops at the first); None without a budget or progress."""
+    command = folder / "command.txt"
     if not command.is_file():
         return None
     words = shlex.split(command.read_text().splitlines()[0])
     max_epoch, max_update = last(words, "--max-epoch"), last(words, "--max-update")
-    summaries = [r for r in read_records(log) if r.kind == "train" and r.stats.get("wall") is not None]
-    seconds = train_seconds(log)
-    if not summaries or not seconds:
-        return None
-    final = summaries[-1]
-    parts = [final.epoch / int(max_epoch) if max_epoch not in (None, "0") and final.epoch else 0,
-             final.num_updates / int(max_update) if max_update not in (None, "0") and final.num_updates else 0]
-    return seconds / 3600 / max(parts) if max(parts) > 0 else None
+    parts = [epoch / int(max_epoch) if max_epoch not in (None, "0") and epoch else 0,
+             updates / int(max_update) if max_update not in (None, "0") and updates else 0]
+    return min(1.0, max(parts)) if max(parts) > 0 else None
+
+
+def _summaries(log: Path):
+    return [r for r in read_records(log) if r.kind == "train" and r.stats.get("wall") is not None]
+
+
+def done_fraction(folder: Path) -> Optional[float]:
+    """How much of its budget a run under way has trained: its last summary's epoch, or its last logged update."""
+    summaries = _summaries(folder / "train.log")
+    return _fraction(folder, summaries[-1].epoch if summaries else None, last_num_updates(folder / "train.log"))
+
+
+def extrapolated_hours(folder: Path) -> Optional[float]:
+    """A run under way that has no recorded run like it: its training hours so far (train_seconds, to its last epoch
+    summary) over the part of its budget they covered (at that summary); None without both."""
+    summaries, seconds = _summaries(folder / "train.log"), train_seconds(folder / "train.log")
+    fraction = _fraction(folder, summaries[-1].epoch, summaries[-1].num_updates) if summaries else None
+    return seconds / 3600 / fraction if seconds and fraction else None
 
 
 def steps(queue: Path):
@@ -145,6 +175,7 @@ def main(argv=None) -> int:
     results = a.results
     by_config, by_dataset = recorded_hours(results)
     pace = recorded_pace(results)
+    alike = recorded_alike(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
     cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
@@ -166,6 +197,9 @@ def main(argv=None) -> int:
                     continue
                 known = by_config.get((name, run.dataset, run.config)) or by_dataset.get((name, run.dataset))
                 cost[key] = statistics.median(known) if known else paced_hours(run, pace)
+                if cost[key] is None:  # the last resort: runs of other archs on the same data, recipe and flags
+                    same = alike.get((Path(run.data).parts[-3:], run.recipe, tuple(run.flags)))
+                    cost[key] = statistics.median(same) if same else None
                 log = a.state / "runs" / name / run.name / "train.log"
                 carried = results / "_carry" / name / run.name / "train.log"  # campaign/carry.py save
                 if log.is_file():
@@ -173,6 +207,9 @@ def main(argv=None) -> int:
                     seen[key] = "under way"
                     if cost[key] is None:  # nothing like it recorded: its own pace so far
                         cost[key] = extrapolated_hours(log.parent)
+                    fraction = done_fraction(log.parent)
+                    if cost[key] is not None and fraction is not None:  # what is left of it
+                        cost[key] *= 1 - fraction
                 elif carried.is_file():
                     going.append(f"{run.name} (carried, update {last_num_updates(carried) or 0:,})")
                     seen[key] = "under way"
@@ -192,7 +229,8 @@ def main(argv=None) -> int:
     known = [h for h in todo if h is not None]
     print(f"training time to come: about {sum(known):.1f} core-hours for {len(known)} runs at the median of the "
           f"recorded runs like them (or the pace per update of runs of the same model, data and flags, or their own "
-          f"pace so far); {len(todo) - len(known)} runs with none to go by")
+          f"pace so far, or runs of other models on the same data, recipe and flags; runs under way: the part of "
+          f"their budget left); {len(todo) - len(known)} runs with none to go by")
     return 0
 
 

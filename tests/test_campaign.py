@@ -280,12 +280,14 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     or carried from another machine under results/campaign/_carry (under way, "carried"), and the rest; totals
     over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed), or
     for a run under way with nothing like it recorded, from its own pace (its command's --max-epoch, the last one
-    given); a missing queue file is one line and exit 2."""
+    given), or from a recorded run of another arch on the same data, recipe and flags; a run under way counts the
+    part of its budget left; a missing queue file is one line and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n"
                      "campaign/chaabouni_jump_curve.yaml jump/*/seed1\n"
-                     "campaign/park_kim_scan26_50k.yaml scan/lt/seed1\n")
+                     "campaign/park_kim_scan26_50k.yaml scan/lt/seed1\n"
+                     "campaign/chaabouni_jump_columns.yaml jump/sag/seed1\n")
     results, state = tmp_path / "results", tmp_path / "state"
     (results / "park_kim_scan26_5k/scan/lt/seed1").mkdir(parents=True)
     (results / "park_kim_scan26_5k/scan/lt/seed1/done.json").write_text(json.dumps({  # 1,000 updates in 1.5 h
@@ -308,8 +310,8 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     carried.mkdir(parents=True)
     (carried / "train.log").write_text(
         '2026-11-25 12:00:00 | INFO | train_inner | {"epoch": 4, "update": 3.5, "loss": "0.9", "num_updates": "300"}\n')
-    # nothing of the Chaabouni sweep recorded: its Transformer, under way, at its own pace (0.5 h for 25 of its 250
-    # epochs: 5 h in all, the later, resumed invocation's summary counting); its SAG + T5 run, not begun, apart
+    # nothing of the Chaabouni sweep recorded: its Transformer under way (its own pace: below), its SAG + T5 run not
+    # begun
     chaabouni = state / "runs/chaabouni_jump_curve/jump/transformer/seed1"
     chaabouni.mkdir(parents=True)
     (chaabouni / "command.txt").write_text("fairseq-train DATA --max-epoch 100 --lr 5e-4 --max-epoch 250 --seed 1\n")
@@ -319,6 +321,16 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         '# 2026-11-25T09:00:00 sweep: fairseq-train ... (resumed)\n'
         '2026-11-25 09:06:00 | INFO | train | {"epoch": 25, "train_loss": "0.4", "train_num_updates": "1450", '
         '"train_wall": "360"}\n')
+    # a run of another sweep and arch on the Chaabouni columns' data, recipe and flags: 2 h (their last resort)
+    from fairseq_compgen.pipelines import sweep
+
+    columns = sweep.plan(sweep.load_sweep(REPO / "campaign/chaabouni_jump_columns.yaml"), state, cpu=True)
+    alike = results / "other_sweep/jump/transformer/seed1"
+    alike.mkdir(parents=True)
+    (alike / "done.json").write_text(json.dumps({"num_updates": 14500, "settings": columns[0].settings()
+                                                 | {"arch": "chaabouni_transformer_scan"}}))
+    (alike / "train.log").write_text('2026-11-25 10:00:00 | INFO | train | {"epoch": 250, "train_loss": "0.1", '
+                                     '"train_num_updates": "14500", "train_wall": "7200"}\n')
     p = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(state),
                         "--results", str(results)], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -330,13 +342,26 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         "    5 campaign/chaabouni_jump_curve.yaml jump/*/seed1: 0/2 done; under way: jump/transformer/seed1 "
         "(update 1,450); 1 left",
         "    6 campaign/park_kim_scan26_50k.yaml scan/lt/seed1: 0/1 done",
-        "distinct runs: 7; done 1, under way 3, left 3",
-        # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth has no run of its own recorded: the dataset's median, 1.5 h;
-        # the Chaabouni Transformer 5 h (its own pace); the 50k sweep's lt, nothing of its sweep recorded: 5k lt's
-        # pace, 1.5 h per 1,000 updates, times the recipe's 50,000 updates: 75 h; SAG + T5: nothing to go by
-        "training time to come: about 84.5 core-hours for 5 runs at the median of the recorded runs like them (or "
-        "the pace per update of runs of the same model, data and flags, or their own pace so far); 1 runs with none "
+        "    7 campaign/chaabouni_jump_columns.yaml jump/sag/seed1: 0/1 done",
+        "distinct runs: 8; done 1, under way 3, left 4",
+        # lt seed 2 takes lt seed 1's 1.5 h; lt_l2_orth (seeds 1 and 2) has no run of its own recorded: the
+        # dataset's median, 1.5 h each (seed 1 under way has no command.txt: no budget to take its progress from);
+        # the 50k sweep's lt, nothing of its sweep recorded: 5k lt's pace, 1.5 h per 1,000 updates, times the
+        # recipe's 50,000 updates: 75 h; the Chaabouni runs, nothing of their sweeps or archs' paces recorded: the
+        # other sweep's run on their data, recipe and flags, 2 h each (SAG + T5 and the columns' SAG), and for the
+        # Transformer under way the 90 % of it left (25 of 250 epochs done): 1.8 h
+        "training time to come: about 85.3 core-hours for 7 runs at the median of the recorded runs like them (or "
+        "the pace per update of runs of the same model, data and flags, or their own pace so far, or runs of other "
+        "models on the same data, recipe and flags; runs under way: the part of their budget left); 0 runs with none "
         "to go by"]
+    # the Transformer's own pace, had nothing else been recorded: 0.5 h for 25 of its 250 epochs, 5 h in all (the
+    # later, resumed invocation's summary counting)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("campaign_status", REPO / "campaign/status.py")
+    status = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(status)
+    assert status.extrapolated_hours(chaabouni) == 5.0 and status.done_fraction(chaabouni) == 0.1
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
