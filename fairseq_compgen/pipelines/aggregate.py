@@ -437,10 +437,11 @@ def machine_text(folder: Path) -> str:
 def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[dict]:
     """One row per run that contributed to `cells` (collect's; so a run left out there is left out here): dataset,
     config, seed, its value in each cell, updates, training wall seconds (fairseq's clock in train.log), training
-    CPU seconds (train.log's `cpu_s`, None for runs trained before it was logged), evaluation seconds (done.json), commit, data (the first 12 hex digits of `train.same_data_key` of its data.json:
-    the data files' hash that pooling compares, so one dataset's runs show one value; "not recorded" for runs made
-    before data.json), machine (machine_text: machine.txt, "not recorded" for runs made before it was, and the
-    evaluation's machine where that differs)."""
+    CPU seconds (train.log's `cpu_s`, None for runs trained before it was logged), evaluation seconds (done.json),
+    commit, data (the first 12 hex digits of `train.same_data_key` of its data.json: the data files' hash that
+    pooling compares, so one dataset's runs show one value; "not recorded" for runs made before data.json), machine
+    (machine_text: machine.txt, "not recorded" for runs made before it was, and the evaluation's machine where that
+    differs)."""
     rows = []
     for r in runs:
         values = {s: c.values[r["seed"]] for (d, s, cfg), c in cells.items()

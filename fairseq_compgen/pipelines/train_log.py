@@ -76,7 +76,7 @@ def _pipe_fields(text: str) -> Iterator[Tuple[str, str]]:
 
 
 _START = re.compile(r"^# (\S+) sweep: ")  # the sweep's line before each invocation of a run (runner.py)
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|")  # fairseq's logging format: 2026-11-23 20:36:15 | INFO | ...
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|")  # fairseq's: 2026-11-23 20:36:15 | INFO | ...
 
 
 def _time(text: Optional[str]) -> Optional[datetime.datetime]:
