@@ -72,27 +72,9 @@ def model_flags(flags) -> tuple:
     return tuple(out)
 
 
-def recorded_alike(results: Path):
-    """(the data folder's last three parts, recipe, flags) -> training hours of each recorded run, whatever its arch:
-    the last resort for a run of an arch with nothing recorded (the same data, recipe and budget; another model)."""
-    alike = {}
-    for done in results.glob("*/*/*/seed*/done.json"):
-        log = done.with_name("train.log")
-        seconds = train_seconds(log) if log.is_file() else None
-        try:
-            settings = json.loads(done.read_text()).get("settings") or {}
-        except ValueError:
-            continue
-        if seconds and settings.get("data"):
-            key = (Path(settings["data"]).parts[-3:], settings.get("recipe"), tuple(settings.get("flags") or []))
-            alike.setdefault(key, []).append(seconds / 3600)
-    return alike
-
-
-def recorded_pace(results: Path):
-    """(arch, the data folder's last three parts, model_flags) -> training hours per update of each recorded run
-    (train.log's clock over done.json's num_updates)."""
-    pace = {}
+def recorded_runs(results: Path):
+    """(settings, num_updates, training hours) of each recorded run with a training time and a data folder (its
+    done.json and train.log); what recorded_alike and recorded_pace group."""
     for done in results.glob("*/*/*/seed*/done.json"):
         log = done.with_name("train.log")
         seconds = train_seconds(log) if log.is_file() else None
@@ -101,10 +83,28 @@ def recorded_pace(results: Path):
         except ValueError:
             continue
         settings = record.get("settings") or {}
-        if not seconds or not record.get("num_updates") or not settings.get("arch") or not settings.get("data"):
-            continue
-        key = (settings["arch"], Path(settings["data"]).parts[-3:], model_flags(settings.get("flags") or []))
-        pace.setdefault(key, []).append(seconds / 3600 / int(record["num_updates"]))
+        if seconds and settings.get("data"):
+            yield settings, record.get("num_updates"), seconds / 3600
+
+
+def recorded_alike(results: Path):
+    """(the data folder's last three parts, recipe, flags) -> training hours of each recorded run, whatever its arch:
+    the last resort for a run of an arch with nothing recorded (the same data, recipe and budget; another model)."""
+    alike = {}
+    for settings, _, hours in recorded_runs(results):
+        key = (Path(settings["data"]).parts[-3:], settings.get("recipe"), tuple(settings.get("flags") or []))
+        alike.setdefault(key, []).append(hours)
+    return alike
+
+
+def recorded_pace(results: Path):
+    """(arch, the data folder's last three parts, model_flags) -> training hours per update of each recorded run
+    (train.log's clock over done.json's num_updates)."""
+    pace = {}
+    for settings, updates, hours in recorded_runs(results):
+        if updates and settings.get("arch"):
+            key = (settings["arch"], Path(settings["data"]).parts[-3:], model_flags(settings.get("flags") or []))
+            pace.setdefault(key, []).append(hours / int(updates))
     return pace
 
 
@@ -135,7 +135,7 @@ def _fraction(folder: Path, epoch: Optional[int], updates: Optional[int]) -> Opt
 
 
 def _summaries(log: Path):
-    return [r for r in read_records(log) if r.kind == "train" and r.stats.get("wall") is not None]
+    return [r for r in read_records(log) if r.kind == "train"]  # epoch summaries (train_log: kind "train")
 
 
 def done_fraction(folder: Path) -> Optional[float]:

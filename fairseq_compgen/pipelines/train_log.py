@@ -172,7 +172,7 @@ def _summed_clock(log: Union[str, os.PathLike], key: str) -> Optional[float]:
     invocations: List[dict] = [{}]  # each: its first timestamp, its last summary's clock and timestamp
     lacking = False  # an invocation had a summary without `key`
     for r in read_records(log):
-        summary = r.kind == "train" and r.stats.get("wall") is not None
+        summary = r.kind == "train"  # an epoch summary (parse_line gives kind "train" to nothing else)
         clock = r.stats.get(key) if summary else None
         now = invocations[-1]
         if r.kind == "start" or (clock is not None and now.get("clock") is not None and clock < now["clock"]):
