@@ -29,13 +29,16 @@ validation value of the metric gets no plot (one message says so).
 ``--by-length SUBSET`` (repeatable) also writes OUT/by_length_SUBSET.md and plots/<dataset>_by_length_SUBSET.png
 for each: exact match per reference length, mean ± std over seeds, in --scale and --digits like the other tables
 (:mod:`.by_length`).
-``--compare A B`` also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
+``--compare A B`` (repeatable) also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
 two-sided permutation test over seeds (pipelines/compare.py).
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
 subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
 test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
 ``--export DIR`` copies what the numbers are made of into the repository's results/: each finished run's eval JSONs and
-kept outputs (eval/SUBSET.outputs.gz), records and train.log metric lines, with sweep.json and the tables (see :func:`export`).
+kept outputs (eval/SUBSET.outputs.gz), records and train.log metric lines, with sweep.json (and every pooled plan)
+and the tables (see :func:`export`), and DIR/aggregate.json, the options that shaped the tables: `fairseq-compgen
+aggregate DIR --no-plots OPTIONS` on DIR alone writes the same tables (tests/test_results_trace.py checks every
+export under results/).
 A configuration's ``paper: {dataset/subset: "0.30 ± 0.02"}`` in the sweep file is shown beside its cell as
 "(paper 0.30 ± 0.02; inside)" and in table.csv's paper and verdict columns, as written (the paper's units): the
 verdict says whether our mean lies within 2 of the paper's standard deviations (a standard error written as
@@ -123,6 +126,32 @@ def _finished(run: dict) -> bool:
     return (Path(run["dir"]) / DONE).is_file()
 
 
+def _made_as_planned(run: dict) -> bool:
+    """A finished run was made with the settings its plan gives it (done.json's "settings"; a run recorded before
+    done.json kept them counts as made so)."""
+    made_with = read_done(Path(run["dir"])).get("settings")
+    return made_with is None or made_with == planned_settings(run)
+
+
+# an export of several pooled folders (export) keeps each other folder's plan as sweep.<i>.<folder name>.json
+POOLED_PLAN = re.compile(r"sweep\.(\d+)\.(.+)\.json")
+EXPORTED_LOG = "train_metrics.log"  # what an export keeps of a run's train.log: its metric lines
+
+
+def plan_files(out: Path) -> List[str]:
+    """The names of OUT's plans: sweep.json, then, in an export of pooled folders, the plans it carries
+    (POOLED_PLAN) in their order, so that the export alone gives the tables it was exported with."""
+    found = [m for m in map(POOLED_PLAN.fullmatch, (p.name for p in Path(out).glob("sweep.*.json"))) if m]
+    return ["sweep.json"] + [m.group(0) for m in sorted(found, key=lambda m: int(m.group(1)))]
+
+
+def run_log(folder: Path) -> Path:
+    """A run's training log: its train.log, or in an export, which keeps only its metric lines, those
+    (EXPORTED_LOG)."""
+    log = Path(folder) / "train.log"
+    return log if log.is_file() or not (Path(folder) / EXPORTED_LOG).is_file() else Path(folder) / EXPORTED_LOG
+
+
 # fairseq-train options that differ between runs of one cell by design: where it ran and what it logged
 RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorboard-logdir", "--wandb-project",
                 "--cpu", "--num-workers"}
@@ -199,8 +228,10 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
     """(spec, runs) of one sweep run into several output folders (other machines, other days): every planned
     (dataset, config, seed) once, its finished run wherever it finished. The folders must hold the same sweep
     (its name), a run may have finished in only one of them, and the finished runs of a cell must have been
-    trained alike (check_alike). The spec (labels) is the first folder's."""
-    plans = [read_plan(o) for o in outs]
+    trained alike (check_alike). The spec (labels) is the first folder's. A folder that an export wrote holds every
+    pooled folder's runs in one tree and their plans (plan_files): a run that two of them name is the one of the plan
+    it was made by."""
+    plans = [read_plan(o, name) for o in outs for name in plan_files(o)]
     names = list(dict.fromkeys(str(p["spec"].get("name")) for p in plans))
     if len(names) > 1:
         raise UsageError(f"{', '.join(map(str, outs))}: these folders hold different sweeps ({', '.join(names)}); "
@@ -210,6 +241,10 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
         for r in plan["runs"]:
             key = r["dataset"], r["config"], r["seed"]
             before = chosen.get(key)
+            if before is not None and before["dir"] == r["dir"]:  # one run folder, named by two plans of an export
+                if _finished(r) and _made_as_planned(r) and not _made_as_planned(before):
+                    chosen[key] = r
+                continue
             if before is not None and _finished(before) and _finished(r):
                 raise UsageError(f"{r['dataset']}/{r['config']}/seed{r['seed']} finished in both {before['dir']} "
                                  f"and {r['dir']}: pool one of them (move the other away)")
@@ -238,8 +273,7 @@ def collect(outs, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tupl
         d = Path(r["dir"])
         if not _finished(r):
             continue
-        made_with = read_done(d).get("settings")
-        if made_with is not None and made_with != planned_settings(r):
+        if not _made_as_planned(r):
             changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
         files = {p.stem: p for p in sorted((d / "eval").glob("*.json"))}
@@ -452,8 +486,8 @@ def run_rows(runs: List[dict], cells: Dict[Tuple[str, str, str], Cell]) -> List[
         done = read_done(folder)
         rows.append({
             "dataset": r["dataset"], "config": r["config"], "seed": r["seed"], "values": values,
-            "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(folder / "train.log"),
-            "train_cpu_s": train_log.train_cpu(folder / "train.log"), "eval_s": done.get("eval_s"),
+            "updates": done.get("num_updates"), "train_wall_s": train_log.train_wall(run_log(folder)),
+            "train_cpu_s": train_log.train_cpu(run_log(folder)), "eval_s": done.get("eval_s"),
             "commit": commit_text(done), "data": (data_sha256(r) or "not recorded")[:12],
             "machine": machine_text(folder),
         })
@@ -510,14 +544,25 @@ def _metric_line(line: str) -> bool:
     return record is not None and record.kind in ("valid", "train", "start")
 
 
-def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None) -> int:
+def table_files(out: Path) -> List[Path]:
+    """The tables that main writes in OUT: table.*, runs.* and the optional views, those that exist."""
+    out = Path(out)
+    return [p for p in [out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
+                        *(p for view in ("categories", "by_length", "early_stopping", "compare")
+                          for p in sorted(out.glob(f"{view}_*.md")))] if p.is_file()]
+
+
+def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None,
+           options: Sequence[str] = ()) -> int:
     """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the
-    metric lines of its train.log (fairseq's validation and epoch summary lines) to
-    DEST/<dataset>/<config>/seed<k>/, so that the table can be recomputed from the repository; also the tables of
+    metric lines of its train.log (fairseq's validation and epoch summary lines, EXPORTED_LOG) to
+    DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the tables of
     the first folder of `outs` (where they are written: sweep.json, table.md, table.csv, runs.*, and the optional
     views), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
-    plot prints beside it) and, when folders were pooled, each other folder's sweep.json as
-    sweep.<i>.<folder name>.json. Returns the number of runs."""
+    plot prints beside it), every other plan that was pooled (plan_files: another folder's sweep.json, or one that
+    an exported folder carried) as sweep.<i>.<name>.json (earlier ones of that form in DEST are removed), and
+    DEST/aggregate.json: the options that shaped the tables (`options`), so that `fairseq-compgen aggregate DEST
+    --no-plots OPTIONS` writes the same tables from DEST alone. Returns the number of runs."""
     out = outs[0]
     n = 0
     for r in runs:
@@ -534,20 +579,29 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
         if (src / "train.log").is_file():
             lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
                      if _metric_line(line)]
-            atomic_write_text(to / "train_metrics.log", "".join(lines))
+            atomic_write_text(to / EXPORTED_LOG, "".join(lines))
         n += 1
-    for path in [out / "sweep.json", out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
-                 *sorted(out.glob("categories_*.md")), *sorted(out.glob("by_length_*.md")),
-                 *sorted(out.glob("early_stopping_*.md")), *sorted(out.glob("compare_*.md"))]:
-        if path.is_file():
-            shutil.copy2(path, dest / path.name)
+    for path in [out / "sweep.json", *table_files(out)]:
+        shutil.copy2(path, dest / path.name)
     for src, rel in (plots or {}).items():
         for path in (src, src.with_suffix(".txt")):
             if path.is_file():
                 (dest / "plots" / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, dest / "plots" / rel.with_suffix(path.suffix))
-    for i, other in enumerate(outs[1:], 2):
-        shutil.copy2(other / "sweep.json", dest / f"sweep.{i}.{other.resolve().name}.json")
+    pooled = [(o, name) for o in outs for name in plan_files(o)][1:]
+    names = []
+    for i, (o, name) in enumerate(pooled, 2):
+        m = POOLED_PLAN.fullmatch(name)
+        names.append(f"sweep.{i}.{m.group(2) if m else Path(o).resolve().name}.json")
+        shutil.copy2(Path(o) / name, dest / (names[-1] + ".tmp"))  # all read before any is replaced: DEST may be
+    for name in plan_files(dest)[1:]:                                # one of `outs`
+        (dest / name).unlink()
+    for name in names:
+        (dest / (name + ".tmp")).replace(dest / name)
+    atomic_write_text(dest / "aggregate.json", json.dumps({
+        "options": list(options), "runs": n,
+        "tables": f"fairseq-compgen aggregate {dest.name} --no-plots {shlex.join(options)} (from this folder alone, "
+                  f"or its copy) writes the same table.*, runs.* and optional views"}, indent=1) + "\n")
     return n
 
 
@@ -662,7 +716,7 @@ def early_stopping_table(spec: dict, runs: List[dict], select: str, metric: str,
     for r in runs:
         if not _finished(r):
             continue
-        found = at_best(learning_curves(Path(r["dir"]) / "train.log", metric), select)
+        found = at_best(learning_curves(run_log(r["dir"]), metric), select)
         if found:
             rows.append((r, *found))
     if not rows:
@@ -689,7 +743,7 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric
         data: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         for r in runs:
             if r["dataset"] == dataset:
-                for subset, curve in learning_curves(Path(r["dir"]) / "train.log", metric, logged).items():
+                for subset, curve in learning_curves(run_log(r["dir"]), metric, logged).items():
                     for step, value in curve.items():
                         data[r["config"]][subset][step].append(value * scale)
         subsets = _order({s for c in data.values() for s in c})
@@ -773,6 +827,22 @@ def have_matplotlib() -> bool:
     return True
 
 
+def table_options(a: argparse.Namespace) -> List[str]:
+    """The options of a call (main's) that shape its tables, not where they go, its plots or its export: what an
+    export records (aggregate.json) to write the same tables again from the export alone."""
+    options: List[str] = []
+    for flag, value in (("--metric", a.metric), ("--spec", a.spec), ("--scale", a.scale), ("--digits", a.digits),
+                        ("--categories", a.categories), ("--early-stopping", a.early_stopping)):
+        if value is not None:
+            options += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    options += ["--best"] * a.best + ["--transpose"] * a.transpose
+    for subset in dict.fromkeys(a.by_length):
+        options += ["--by-length", subset]
+    for first, second in a.compare:
+        options += ["--compare", first, second]
+    return options
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="fairseq-compgen aggregate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
@@ -806,8 +876,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--early-stopping", metavar="SUBSET",
                    help="also write OUT/early_stopping_SUBSET.md: per run, every validated subset's in-loop value at "
                         "the update where SUBSET's was best (ties: the later, as fairseq's checkpoint_best.pt)")
-    p.add_argument("--compare", nargs=2, metavar=("CONFIG_A", "CONFIG_B"),
-                   help="also write OUT/compare_A_B.md: per dataset and subset, mean(B) - mean(A) over seeds and the "
+    p.add_argument("--compare", nargs=2, metavar=("CONFIG_A", "CONFIG_B"), action="append", default=[],
+                   help="(repeatable) also write OUT/compare_A_B.md: per dataset and subset, mean(B) - mean(A) over seeds and the "
                         "p-value of a two-sided permutation test over seeds (pipelines/compare.py)")
     p.add_argument("--export", metavar="DIR",
                    help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
@@ -845,9 +915,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
         atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
         print(es_md, end="")
-    if a.compare:
-        cmp_md = comparison_table(spec, cells, *a.compare, scale=a.scale, digits=a.digits)
-        atomic_write_text(out / f"compare_{a.compare[0]}_{a.compare[1]}.md", cmp_md)
+    for first, second in a.compare:
+        cmp_md = comparison_table(spec, cells, first, second, scale=a.scale, digits=a.digits)
+        atomic_write_text(out / f"compare_{first}_{second}.md", cmp_md)
         print(cmp_md, end="")
     plots = Path(a.plots or out / "plots")
     written: List[Path] = []  # the plots of this call, which the export carries along
@@ -866,7 +936,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for path in written:
             print(f"plot: {path}")
     if a.export:
-        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written})
+        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written}, table_options(a))
         print(f"export: {n} finished runs -> {a.export}" + (f", with {len(written)} plots" if written else ""))
     return 0
 

@@ -366,11 +366,11 @@ def planned_settings(run: dict) -> dict:
         "generate_flags": generate, "seed": run["seed"]}
 
 
-def read_plan(out) -> dict:
-    """OUT/sweep.json, each run's "dir" made absolute: relative to OUT where it was stored so. An older sweep.json
-    stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran in: of a copied or
-    moved OUT, the folder of the same name in OUT is read when it exists."""
-    path = Path(out) / "sweep.json"
+def read_plan(out, name: str = "sweep.json") -> dict:
+    """OUT/sweep.json (or another plan file in OUT, `name`), each run's "dir" made absolute: relative to OUT where
+    it was stored so. An older sweep.json stored absolute OUT/<dataset>/<config>/seed<k> of the folder the sweep ran
+    in: of a copied or moved OUT, the folder of the same name in OUT is read when it exists."""
+    path = Path(out) / name
     if not path.is_file():
         raise UsageError(f"{out}: no sweep.json: not the output folder of a sweep (its 'output' or --out)")
     plan = read_json(path, "the plan a sweep wrote (JSON with spec and runs)")
