@@ -3,8 +3,10 @@ export alone, aggregated again with the options it recorded (its aggregate.json)
 byte. This is the trace a reviewer follows by hand from a number in docs/results.md to raw files, for every export at
 once; it also checks the parts of the aggregator that only an export exercises (pooled plans carried as
 sweep.<i>.<name>.json, a run folder named by two of them, train_metrics.log in place of train.log)."""
+import csv
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,77 @@ def test_an_export_writes_its_tables_again_from_its_own_files(folder, tmp_path, 
     assert written == [p.name for p in aggregate.table_files(folder)]
     for name in written:
         assert (copy / name).read_text() == (folder / name).read_text(), f"results/{folder.name}/{name}"
+
+
+# ---- the README's headline cells against the exported tables ----------------------------------------------------
+def exported(folder: str, dataset: str, subset: str, config: str) -> dict:
+    """A cell of results/FOLDER/table.csv: its mean, std, values (in seed order), paper and verdict."""
+    with open(RESULTS / folder / "table.csv", newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if (row["dataset"], row["subset"], row["configuration"]) == (dataset, subset, config):
+                values = [float(v.split("=", 1)[1]) for v in row["values"].split(";")]
+                return {"mean": float(row["mean"]), "std": float(row["std"]), "values": values, "n": int(row["n"]),
+                        "verdict": row.get("verdict", "")}
+    raise AssertionError(f"results/{folder}/table.csv has no cell {dataset}/{subset}/{config}")
+
+
+def readme_row(starts: str) -> str:
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| " + starts)]
+    assert len(rows) == 1, f"README.md: {len(rows)} table rows start with {starts!r}"
+    return rows[0]
+
+
+def mean_std(cell: dict, scale: float, digits: int) -> str:
+    return f"{scale * cell['mean']:.{digits}f} ± {scale * cell['std']:.{digits}f}"
+
+
+def seeds(cell: dict, scale: float, digits: int) -> str:
+    return f"({cell['n']}: " + ", ".join(f"{scale * v:.{digits}f}" for v in cell["values"])
+
+
+TABLE12 = {7: "abs_small_2_absolute", 8: "abs_small_6_absolute", 9: "abs_small_2_relative", 10: "abs_small_6_relative",
+           11: "abs_small_2_attention", 12: "abs_small_6_attention", 13: "rel_eb_small_2s_absolute",
+           14: "rel_eb_small_6s_absolute", 15: "rel_eb_small_2s_relative", 16: "rel_eb_small_6s_relative",
+           17: "rel_eb_small_2s_attention", 18: "rel_eb_small_6s_attention"}
+
+
+@pytest.mark.parametrize("column", sorted(TABLE12))
+def test_readme_table12_cells_are_the_exported_values(column):
+    cell = exported("ontanon_table12", "cogs_tagging", "gen", TABLE12[column])
+    row = readme_row(("Ontañón Table 12 " if column == 7 else "") + f"C{column} ")
+    assert f"| {mean_std(cell, 1, 3)} ({cell['n']}) |" in row
+    assert cell["verdict"] in ("inside", "outside") and f"| {cell['verdict']}" in row
+
+
+def test_readme_campaign_cells_are_the_exported_values():
+    """Each number of the campaign's headline rows: mean ± std and every seed's value, as the README prints them."""
+    row = readme_row("Csordás Table 3, SCAN cutoff 26 (4 cells)")
+    for label, config in [("Trafo", "trafo"), ("Uni.", "uni_trafo"), ("Rel.", "rel_trafo"), ("Rel. Uni.", "rel_uni_trafo")]:
+        cell = exported("csordas_table3_5k", "scan", "gen", config)
+        assert f"{label} {mean_std(cell, 1, 3)} {seeds(cell, 1, 3)})" in row, label
+    cell = exported("csordas_table3_50k", "scan", "gen", "rel_uni_trafo")
+    assert f"| {cell['mean']:.4f} ({cell['n']} seed:" in readme_row("Csordás Table 3, SCAN cutoff 26, Rel. Uni.")
+    row = readme_row("Chaabouni Table 3, SCAN jump (%)")
+    for label, config in [("Transformer", "transformer"), ("SAG + T5", "sag_t5")]:
+        cell = exported("chaabouni_table3_jump", "jump", "test", config)
+        assert f"{label} {mean_std(cell, 100, 1)} {seeds(cell, 100, 2)};" in row, label
+    row = readme_row("Park & Kim Table 4, SCAN length, OOD (%)")
+    iid = []
+    for label, config in [("LT", "lt"), ("LT + L2 + orth", "lt_l2_orth")]:
+        cell = exported("park_kim_table4_5k", "scan", "gen", config)
+        assert f"{label} {mean_std(cell, 100, 1)} {seeds(cell, 100, 1)})" in row, label
+        iid.append(mean_std(exported("park_kim_table4_5k", "scan", "valid", config), 100, 1))
+    assert f"IID {iid[0]} / {iid[1]} |" in row
+    cell = exported("russin_addjump", "add_jump", "test", "syntactic_attention")
+    median = statistics.median(cell["values"])
+    assert f"| mean {mean_std(cell, 100, 2)}, median {100 * median:.2f} ({cell['n']}) |" in readme_row("Russin add-jump")
+
+
+def test_readme_positions_paragraph_is_the_exported_values():
+    text = " ".join((ROOT / "README.md").read_text().split())
+    start = text.index("### Beyond the papers")
+    for label, config in [("Transformer-XL relative", "relative"), ("CoPE", "cope"), ("xPos", "xpos"), ("RoPE", "rope"),
+                          ("sinusoidal", "sinusoidal"), ("learned absolute", "learned"), ("FIRE", "fire"),
+                          ("ALiBi", "alibi")]:
+        cell = exported("positions_length", "scan", "gen", config)
+        assert f"{label} {mean_std(cell, 1, 3)}" in text[start:], label
