@@ -8,7 +8,7 @@ Python code that wants the registered models calls :func:`register` (idempotent)
 """
 import sys
 
-from fairseq_compgen.errors import install_excepthook
+from fairseq_compgen.errors import UsageError, install_excepthook
 
 __version__ = "0.1.0"
 
@@ -20,6 +20,22 @@ def register() -> None:
     from fairseq_compgen.checkpoint_loading import wrap_fairseq_loader
 
     wrap_fairseq_loader()
+
+
+def import_user_dir(path, flag: str = "--user-dir") -> None:
+    """Import a user's plugin folder (a package whose __init__.py registers their own position encodings, models or
+    tasks), as fairseq-train's --user-dir does, for the commands of ours that load models without fairseq's parser:
+    `fairseq-compgen eval --user-dir` (a checkpoint that uses the plugin's encoding) and `fairseq-compgen help
+    --user-dir` (its encodings listed). `flag` names the option in the error."""
+    import argparse
+    import os
+
+    from fairseq.utils import import_user_module
+
+    register()
+    if not os.path.isfile(os.path.join(path, "__init__.py")):
+        raise UsageError(f"{flag} {path}: expected a plugin folder with an __init__.py (as fairseq-train's --user-dir)")
+    import_user_module(argparse.Namespace(user_dir=os.path.abspath(path)))
 
 
 install_excepthook()  # uncaught UsageErrors print as one line (errors.py)

@@ -7,6 +7,7 @@ encoder-only `compgen_tagger` archs).
 
     fairseq-compgen help                      # the registered architectures and position encodings
     fairseq-compgen help rel_uni_transformer  # flags and defaults of one preset
+    fairseq-compgen help --user-dir PLUGIN    # the same with a plugin folder's own encodings and models
 """
 import argparse
 import sys
@@ -26,7 +27,15 @@ fairseq_compgen.register()
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, word in enumerate(argv):  # --user-dir PLUGIN (or --user-dir=PLUGIN) anywhere: imported first
+        if word == "--user-dir" or word.startswith("--user-dir="):
+            value = word.split("=", 1)[1] if "=" in word else (argv[i + 1] if i + 1 < len(argv) else None)
+            if not value:
+                raise UsageError("fairseq-compgen help --user-dir: expected a plugin folder after it")
+            fairseq_compgen.import_user_dir(value)
+            del argv[i:i + (1 if "=" in word else 2)]
+            break
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         print("architectures:", " ".join(compgen_archs()))

@@ -2,7 +2,8 @@
 a toy encoding in a `--user-dir` plugin outside the package that imports fairseq_compgen, then `--self-attn-pos
 toy_gauss --toy-width 3` on a preset. A real fairseq-train run with it (3 updates of a tiny model on CPU, one
 thread) must accept the flag and its option, train the encoding's parameter in both stacks with a finite loss, and
-its checkpoint must decode with fairseq-generate given the same plugin."""
+its checkpoint must decode with fairseq-generate given the same plugin, and with `fairseq-compgen eval --user-dir`
+(refused in one line without it), and `fairseq-compgen help --user-dir` must list it."""
 import json
 import os
 import subprocess
@@ -77,3 +78,24 @@ def test_an_encoding_from_a_user_dir_plugin_trains_and_decodes(scan_bin, tmp_pat
                "--beam", "1", "--batch-size", "32")
     hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == len((scan_bin.parent / "gen.src").read_text().splitlines()) == 24
+
+    # fairseq-compgen eval loads the model without fairseq's parser: the plugin comes with --user-dir (a sweep passes
+    # its runs' own, sweep.user_dir); without it, one line that says so
+    from fairseq_compgen.pipelines.sweep import user_dir
+
+    assert user_dir(["--max-update", "3", "--user-dir", str(plugin)]) == ["--user-dir", str(plugin)]
+    assert user_dir([f"--user-dir={plugin}"]) == ["--user-dir", str(plugin)] and user_dir(["--seed", "1"]) == []
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    compgen = [sys.executable, "-m", "fairseq_compgen.cli"]
+    refused = subprocess.run([*compgen, "eval", save / "checkpoint_last.pt", scan_bin, "gen", "--cpu"], env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "unknown position encoding 'toy_gauss'" in refused.stderr
+    assert "pass its folder with --user-dir" in refused.stderr.strip().splitlines()[-1]
+    scored = subprocess.run([*compgen, "eval", save / "checkpoint_last.pt", scan_bin, "gen", "--cpu", "--user-dir",
+                             plugin], env=env, capture_output=True, text=True, timeout=600)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert json.loads((save / "eval" / "gen.json").read_text())["n"] == 24
+    listed = subprocess.run([*compgen, "help", "--user-dir", plugin], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert listed.returncode == 0 and "toy_gauss" in listed.stdout and "Nobody 2026" in listed.stdout
+    assert "toy_gauss" not in subprocess.run([*compgen, "help"], env=env, capture_output=True, text=True).stdout

@@ -1,7 +1,7 @@
 """`fairseq-compgen eval`: decode a checkpoint on each subset and score it, in this process.
 
     fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp|...]
-        [--generate-flags "FLAGS"] [--out DIR]
+        [--generate-flags "FLAGS"] [--out DIR] [--user-dir PLUGIN]
 
 Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
 checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and aggregate reads; the checkpoint's
@@ -27,6 +27,8 @@ Decoding:
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
 --generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu).
+--user-dir PLUGIN imports the plugin folder a model was trained with (fairseq-train's --user-dir, e.g. one that
+registers its own position encoding) before the checkpoint is loaded; a sweep passes its runs' own --user-dir.
 Scoring: any scorer of fairseq_compgen/scoring/ (`fairseq-compgen score --help` lists them): exact_match (per
 category where DATA/SUBSET.cat exists; every example of the subset must have exactly one hypothesis), bleu
 (scoring/bleu.py, sacrebleu), comp (scoring/comp.py, needs DATA/SUBSET.comp), ...
@@ -77,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
                                  "CHECKPOINT's folder/eval/STEM for another checkpoint)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace results in OUT of another checkpoint (default: refuse)")
+    p.add_argument("--user-dir", metavar="PLUGIN",
+                   help="the plugin folder the model was trained with (fairseq-train's --user-dir: its own position "
+                        "encodings, models or tasks), imported before the checkpoint is loaded")
     return p
 
 
@@ -209,9 +214,14 @@ def score(metric: str, generated: Path, data: Path, subset: str, n: int, table: 
 
 
 def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric: str = "exact_match",
-             generate_flags: str = "", batch_size: int = 256, out=None, echo=print, overwrite: bool = False) -> dict:
+             generate_flags: str = "", batch_size: int = 256, out=None, echo=print, overwrite: bool = False,
+             user_dir=None) -> dict:
     """Decode and score each subset; {subset: result dict}. Files as the module docstring says."""
     ckpt, data = Path(ckpt), Path(data)
+    if user_dir:
+        import fairseq_compgen
+
+        fairseq_compgen.import_user_dir(user_dir)
     if not ckpt.is_file():
         raise MissingFileError(f"no checkpoint at {ckpt}")
     if not data.is_dir():
@@ -270,7 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = parser().parse_args(argv)
     metric = a.metric or declared_metric(Path(a.data)) or "exact_match"
     evaluate(a.checkpoint, a.data, a.subsets, a.cpu, metric, a.generate_flags, a.batch_size, a.out,
-             overwrite=a.overwrite)
+             overwrite=a.overwrite, user_dir=a.user_dir)
     return 0
 
 

@@ -144,7 +144,7 @@ class Run:
         # --overwrite: the run folder is the sweep's, and its checkpoint_last.pt may have been rewritten by a
         # resumed training since an earlier, failed evaluation
         return [*COMPGEN, "eval", str(self.checkpoint), self.data, *(self.subsets or []), "--metric", self.metric,
-                "--overwrite",
+                "--overwrite", *user_dir(self.flags),
                 *(["--cpu"] if "--cpu" in flags else []), *([f"--generate-flags={rest}"] if rest else [])]
 
     def is_done(self) -> bool:
@@ -353,6 +353,14 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
     raise UsageError(f"{target} is the plan of sweep {old_name!r} ({old_file}), not of sweep {spec['name']!r} "
                      f"({resolve(path).resolve()}): running this one there would replace it and {why} would "
                      f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
+
+
+def user_dir(flags: Sequence[str]) -> List[str]:
+    """["--user-dir", PLUGIN] when a run's fairseq-train flags name a plugin folder (its own encodings or models,
+    which decoding its checkpoints needs too), else []."""
+    found = [f.split("=", 1)[1] for f in flags if f.startswith("--user-dir=")]
+    found += [b for a, b in zip(flags, flags[1:]) if a == "--user-dir"]
+    return ["--user-dir", found[-1]] if found else []
 
 
 def planned_settings(run: dict) -> dict:

@@ -27,7 +27,9 @@ Add your own encoding: one file, e.g. `my_bias.py` in a `--user-dir` plugin (imp
             d = (k_pos[None, :] - q_pos[:, None]).to(q.dtype)  # [Tq, Tk]
             return -(d / self.width) ** 2                     # broadcast to [B, H, Tq, Tk]
 
-`--self-attn-pos my_bias --my-width 2` then works with every preset, and `fairseq-compgen help` lists it. The
+`--self-attn-pos my_bias --my-width 2` then works with every preset (fairseq-train and fairseq-generate given the
+plugin's `--user-dir`, `fairseq-compgen eval --user-dir PLUGIN`), and `fairseq-compgen help --user-dir PLUGIN` lists
+it. The
 class is built with `embed_dim, num_heads, causal` and its options under their `param` names (absolute encodings:
 `embed_dim, padding_idx, scaling` and `forward(positions [B, T]) -> [B, T, dim]`). Parameters of the module are
 saved as `...scorer.<name>` in attention and `...embed.positions.<name>` in the embedding. Test it against a slow

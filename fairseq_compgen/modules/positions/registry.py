@@ -103,7 +103,8 @@ def names(*sites: str):
 
 def _entry(name: str, site: str) -> Encoding:
     if name not in ENCODINGS:
-        raise UsageError(f"unknown position encoding {name!r}; choose from {', '.join(names(site))}")
+        raise UsageError(f"unknown position encoding {name!r}; choose from {', '.join(names(site))} (one of "
+                         f"a plugin: pass its folder with --user-dir, to fairseq-compgen eval and help too)")
     entry = ENCODINGS[name]
     if site not in entry.sites:
         hint = "; choose per side with --encoder-self-attn-pos / --decoder-self-attn-pos" \
