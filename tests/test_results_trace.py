@@ -111,3 +111,6 @@ def test_readme_positions_paragraph_is_the_exported_values():
                           ("ALiBi", "alibi")]:
         cell = exported("positions_length", "scan", "gen", config)
         assert f"{label} {mean_std(cell, 1, 3)}" in text[start:], label
+    for label, config in [("Transformer-XL relative", "relative"), ("FIRE", "fire")]:  # Duplication's longer inputs
+        cell = exported("positions_length", "dup", "test", config)
+        assert f"{label} {mean_std(cell, 1, 3)}" in text[text.index("on Duplication's longer inputs", start):], label
