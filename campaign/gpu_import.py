@@ -14,7 +14,8 @@ treats a run recorded here as done, as one under results/campaign/.
 
 Refused, each with its reason on one line (exit status 1 when any was): a run recorded on a tree that was not a
 clean commit ("dirty" or "unknown" in commit.txt), a run whose data files differ from the CPU runs' of the same sweep
-and dataset (data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already
+and dataset, or, where that sweep has none, of another campaign sweep whose file declares the same data folder
+(data.sha256, fairseq-preprocess's log aside), a run not of a campaign sweep. Skipped: a run already
 recorded (committed under results/campaign/ or here; a copy left by a commit that failed is committed again). A
 checkpoint that campaign/carry.py carried for the same run is removed in the run's commit. A CPU lane training the same run meanwhile is not stopped; its result is
 not recorded when it finishes.
@@ -33,15 +34,16 @@ sys.path.insert(0, str(REPO))
 from campaign.carry import CARRY, commit_paths, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
+from fairseq_compgen.pipelines.sweep_schema import load_spec  # noqa: E402
 from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
 
 
-def campaign_sweeps(queues) -> set:
-    """The names of the sweeps that the queue files run."""
-    return {Path(sweep_file).stem for queue in queues for _, sweep_file, _ in steps(queue)}
+def campaign_sweeps(queues) -> dict:
+    """The sweeps that the queue files run: name -> sweep file (as the queue names it, relative to the repository)."""
+    return {Path(sweep_file).stem: sweep_file for queue in queues for _, sweep_file, _ in steps(queue)}
 
 
 def finished_runs(tree: Path):
@@ -58,16 +60,23 @@ def data_hashes(path: Path):
     return None if files is None else same_data_key({"files": files})
 
 
-def cpu_data(repo: Path, rel: str):
-    """The data hashes (data_hashes) of a CPU run of the same sweep and dataset, if any (they all trained on one
-    data folder's files, prepared again on each new machine)."""
+def cpu_data(repo: Path, rel: str, sweeps: dict):
+    """(the data hashes (data_hashes) of a CPU run to compare with, "<sweep>/<dataset>" it is of), or (None, None):
+    a CPU run of the same sweep and dataset (they all trained on one data folder's files, prepared again on each new
+    machine), else one of another campaign sweep whose file declares the same data folder (`data:`) for a dataset
+    (a sweep whose runs all trained on a lent GPU, beside one that ran here on the same data)."""
     sweep, dataset = rel.split("/")[:2]
-    for path in sorted((repo / CPU / sweep / dataset).glob("*/seed*/data.sha256")):
-        return data_hashes(path)
-    return None
+    declared = {(name, d): entry.get("data") for name, sweep_file in sweeps.items() if (repo / sweep_file).is_file()
+                for d, entry in (load_spec(repo / sweep_file).get("datasets") or {}).items()}
+    same = [(sweep, dataset)] + sorted(key for key, folder in declared.items()
+                                       if key != (sweep, dataset) and folder == declared.get((sweep, dataset)))
+    for name, d in same:
+        for path in sorted((repo / CPU / name / d).glob("*/seed*/data.sha256")):
+            return data_hashes(path), f"{name}/{d}"
+    return None, None
 
 
-def refusal(repo: Path, rel: str, run: Path, sweeps: set):
+def refusal(repo: Path, rel: str, run: Path, sweeps: dict):
     """Why this finished GPU run cannot be recorded, or None."""
     if rel.split("/")[0] not in sweeps:
         return f"{rel}: not a run of a campaign sweep (the queues name {', '.join(sorted(sweeps))})"
@@ -75,11 +84,11 @@ def refusal(repo: Path, rel: str, run: Path, sweeps: set):
     unclean = [c for c in commits if c.endswith(" dirty") or c.startswith("unknown")]
     if not commits or unclean:
         return f"{rel}: trained on {unclean[0] if unclean else 'an unrecorded commit'}, not a clean commit"
-    mine, theirs = data_hashes(run / "data.sha256"), cpu_data(repo, rel)
+    mine, (theirs, of) = data_hashes(run / "data.sha256"), cpu_data(repo, rel, sweeps)
     if mine is None:
         return f"{rel}: no data.sha256 (a one-shot older than campaign/gpu_import.py): its data cannot be checked"
     if theirs is not None and mine != theirs:
-        return f"{rel}: its data (data.sha256) differs from the CPU runs' of {'/'.join(rel.split('/')[:2])}"
+        return f"{rel}: its data (data.sha256) differs from the CPU runs' of {of}"
     return None
 
 

@@ -522,6 +522,35 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     assert "1/1 done" in status.stdout, status.stdout + status.stderr
 
 
+def test_a_gpu_run_of_a_sweep_without_cpu_runs_is_checked_against_a_sweep_on_the_same_data(tmp_path):
+    """gpu_import.cpu_data: where the GPU run's own sweep has no CPU run to compare its data with (every run of it
+    trained on a lent GPU), the CPU runs of another campaign sweep whose file declares the same data folder are the
+    reference; a sweep on other data is not."""
+    sys.path.insert(0, str(REPO))
+    from campaign import gpu_import
+
+    for name, data in (("here", "data/jump/bin"), ("gpu_only", "data/jump/bin"), ("other", "data/length/bin")):
+        (tmp_path / "campaign").mkdir(exist_ok=True)
+        (tmp_path / "campaign" / f"{name}.yaml").write_text(
+            f"name: {name}\nseeds: [1]\ndatasets:\n  jump:\n    data: {data}\n    recipe: csordas/scan\n"
+            f"configurations:\n  x:\n    arch: rel_uni_transformer_scan\n")
+    sweeps = {n: f"campaign/{n}.yaml" for n in ("here", "gpu_only", "other")}
+    cpu = tmp_path / "results" / "campaign" / "here" / "jump" / "x" / "seed1"
+    cpu.mkdir(parents=True)
+    (cpu / "data.sha256").write_text(f"{'a' * 64}  train.src-tgt.src.bin\n")
+    hashes, of = gpu_import.cpu_data(tmp_path, "gpu_only/jump/x/seed1", sweeps)
+    assert of == "here/jump" and hashes == gpu_import.data_hashes(cpu / "data.sha256")
+    assert gpu_import.cpu_data(tmp_path, "other/jump/x/seed1", sweeps) == (None, None)
+    run = tmp_path / "gpu" / "gpu_only" / "jump" / "x" / "seed1"
+    run.mkdir(parents=True)
+    (run / "commit.txt").write_text("0123456789abcdef0123456789abcdef01234567\n")
+    (run / "data.sha256").write_text(f"{'b' * 64}  train.src-tgt.src.bin\n")
+    why = gpu_import.refusal(tmp_path, "gpu_only/jump/x/seed1", run, sweeps)
+    assert why == "gpu_only/jump/x/seed1: its data (data.sha256) differs from the CPU runs' of here/jump"
+    (run / "data.sha256").write_text((cpu / "data.sha256").read_text())
+    assert gpu_import.refusal(tmp_path, "gpu_only/jump/x/seed1", run, sweeps) is None
+
+
 def test_status_names_a_bad_queue_line_in_one_line(tmp_path):
     queue = tmp_path / "queue.txt"
     queue.write_text("campaign/no_such_sweep.yaml scan/*/seed1\n")
