@@ -32,11 +32,16 @@ def test_an_export_writes_its_tables_again_from_its_own_files(folder, tmp_path, 
         table.unlink()
     options = json.loads((folder / "aggregate.json").read_text())["options"]
     monkeypatch.chdir(ROOT)  # a --spec given as a sweep file's path is relative to the repository
-    assert aggregate.main([str(copy), "--no-plots", *options]) == 0
+    again = tmp_path / "exported again"  # and an export of the export carries all it needs too
+    assert aggregate.main([str(copy), "--no-plots", *options, "--export", str(again)]) == 0
+    for table in aggregate.table_files(again):
+        table.unlink()
+    assert aggregate.main([str(again), "--no-plots", *options]) == 0
     written = [p.name for p in aggregate.table_files(copy)]
-    assert written == [p.name for p in aggregate.table_files(folder)]
+    assert written == [p.name for p in aggregate.table_files(folder)] == [p.name for p in aggregate.table_files(again)]
     for name in written:
         assert (copy / name).read_text() == (folder / name).read_text(), f"results/{folder.name}/{name}"
+        assert (again / name).read_text() == (folder / name).read_text(), f"results/{folder.name}/{name}, again"
 
 
 # ---- the README's headline cells against the exported tables ----------------------------------------------------

@@ -576,9 +576,9 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
         for name in EXPORTED:
             if (src / name).is_file():
                 shutil.copy2(src / name, to / name)
-        if (src / "train.log").is_file():
-            lines = [line for line in (src / "train.log").read_text(errors="replace").splitlines(keepends=True)
-                     if _metric_line(line)]
+        log = run_log(src)  # train.log, or of a run in an export (an export exported again) its metric lines
+        if log.is_file():
+            lines = [line for line in log.read_text(errors="replace").splitlines(keepends=True) if _metric_line(line)]
             atomic_write_text(to / EXPORTED_LOG, "".join(lines))
         n += 1
     for path in [out / "sweep.json", *table_files(out)]:
