@@ -119,3 +119,45 @@ def test_readme_positions_paragraph_is_the_exported_values():
     for label, config in [("Transformer-XL relative", "relative"), ("FIRE", "fire")]:  # Duplication's longer inputs
         cell = exported("positions_length", "dup", "test", config)
         assert f"{label} {mean_std(cell, 1, 3)}" in text[text.index("on Duplication's longer inputs", start):], label
+
+
+def markdown_table(text: str, header: str) -> list:
+    """The rows (lists of cell texts) of the markdown table whose header line starts with `header`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_results_md_positions_tables_are_the_exported_runs():
+    """docs/results.md's Reverse and Duplication tables: every seed's value and each mean ± std, as the export
+    of the positions table gives them (its runs.csv and table.csv; rows named by their first words)."""
+    with open(RESULTS / "positions_length" / "runs.csv", newline="", encoding="utf-8") as f:
+        runs = list(csv.DictReader(f))
+    text = (ROOT / "docs" / "results.md").read_text()
+    configs = [("sinusoidal", "sinusoidal"), ("learned absolute", "learned"), ("NoPE", "nope"), ("ALiBi", "alibi"),
+               ("RoPE", "rope"), ("xPos", "xpos"), ("FIRE", "fire"), ("CoPE", "cope"),
+               ("randomized RoPE", "random_rope"), ("relative", "relative"), ("Transformer-XL relative", "relative")]
+
+    def config_of(label):
+        return max((len(name), config) for name, config in configs if label.startswith(name))[1]
+
+    def per_seed(dataset, config, subset):
+        return [f"{float(r[subset]):.3f}" for r in runs if (r["dataset"], r["configuration"]) == (dataset, config)]
+
+    reverse = markdown_table(text, "| encoding | Reverse valid |")
+    dup = markdown_table(text, "| encoding | seed 1 | seed 2 | seed 3 |")
+    assert len(reverse) == len(dup) == 10
+    for row in reverse:
+        config = config_of(row[0])
+        assert row[1] == mean_std(exported("positions_length", "reverse", "valid", config), 1, 3), row[0]
+        assert row[2] == ", ".join(per_seed("reverse", config, "test")), row[0]
+        assert row[3] == mean_std(exported("positions_length", "reverse", "test", config), 1, 3), row[0]
+    for row in dup:
+        config = config_of(row[0])
+        assert row[1:4] == [f"{v} / {t}" for v, t in zip(per_seed("dup", config, "valid"), per_seed("dup", config, "test"))], row[0]
+        assert row[4].startswith(mean_std(exported("positions_length", "dup", "test", config), 1, 3)), row[0]
