@@ -1,14 +1,15 @@
 """Turn a sweep's results into the papers' tables and plots.
 
     fairseq-compgen aggregate OUT [OUT ...] [--metric accuracy] [--best] [--scale 100] [--digits 2]
-        [--transpose] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
+        [--transpose] [--tables DIR] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
         [--categories SUBSET] [--by-length SUBSET] [--early-stopping SUBSET] [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Several OUTs of the same sweep (seeds run
 on other machines or days, into other folders) are pooled: each planned run counts once, from the folder where it
 finished; a run finished in two folders is an error, and so are finished runs of one cell whose fairseq-train
 options (command.txt, apart from RUN_SPECIFIC: --seed, --save-dir, --user-dir, the logging options, --cpu,
---num-workers; and the data folder's path) differ. The tables and plots go to the first OUT.
+--num-workers; and the data folder's path) differ. The tables and plots go to the first OUT, or with ``--tables DIR``
+to DIR (the folders read are then left as they are, e.g. runs committed under results/).
 
 Every finished run (done.json) contributes the value of ``--metric`` (default: the sweep's datasets' metric,
 ``accuracy`` for exact match) of each evaluated subset, read from its eval/<subset>.json (from the last
@@ -553,17 +554,17 @@ def table_files(out: Path) -> List[Path]:
 
 
 def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None,
-           options: Sequence[str] = ()) -> int:
+           options: Sequence[str] = (), tables: Optional[Path] = None) -> int:
     """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the
     metric lines of its train.log (fairseq's validation and epoch summary lines, EXPORTED_LOG) to
-    DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the tables of
-    the first folder of `outs` (where they are written: sweep.json, table.md, table.csv, runs.*, and the optional
-    views), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
+    DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the first
+    folder's sweep.json and the tables of `tables` (where they were written, default that first folder: table.md,
+    table.csv, runs.*, and the optional views), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
     plot prints beside it), every other plan that was pooled (plan_files: another folder's sweep.json, or one that
     an exported folder carried) as sweep.<i>.<name>.json (earlier ones of that form in DEST are removed), and
     DEST/aggregate.json: the options that shaped the tables (`options`), so that `fairseq-compgen aggregate DEST
     --no-plots OPTIONS` writes the same tables from DEST alone. Returns the number of runs."""
-    out = outs[0]
+    out = Path(tables) if tables is not None else outs[0]
     n = 0
     for r in runs:
         src = Path(r["dir"])
@@ -581,8 +582,9 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
             lines = [line for line in log.read_text(errors="replace").splitlines(keepends=True) if _metric_line(line)]
             atomic_write_text(to / EXPORTED_LOG, "".join(lines))
         n += 1
-    for path in [out / "sweep.json", *table_files(out)]:
-        shutil.copy2(path, dest / path.name)
+    for path in [outs[0] / "sweep.json", *table_files(out)]:
+        if path.resolve() != (dest / path.name).resolve():  # DEST may be where they are
+            shutil.copy2(path, dest / path.name)
     for src, rel in (plots or {}).items():
         for path in (src, src.with_suffix(".txt")):
             if path.is_file():
@@ -860,6 +862,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="multiply the values (100 for percent)")
     p.add_argument("--digits", type=int, default=2)
     p.add_argument("--transpose", action="store_true", help="rows: dataset/subset, columns: configurations")
+    p.add_argument("--tables", metavar="DIR",
+                   help="write the tables (table.*, runs.*, the views) and plots to DIR instead of the first OUT, "
+                        "which is then left as it is (e.g. runs committed under results/)")
     p.add_argument("--markdown", help="default OUT/table.md")
     p.add_argument("--csv", help="default OUT/table.csv")
     p.add_argument("--plots", help="default OUT/plots")
@@ -885,8 +890,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
     outs = [Path(o) for o in a.outs]
-    out = outs[0]
-    a.metric = a.metric or default_metric(read_plan(out)["spec"])
+    a.metric = a.metric or default_metric(read_plan(outs[0])["spec"])
+    out = Path(a.tables) if a.tables else outs[0]  # where the tables and plots are written
+    out.mkdir(parents=True, exist_ok=True)
     spec, runs, cells = collect(outs, a.metric)
     if a.spec:
         spec = labels_from(a.spec, spec)
@@ -936,7 +942,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for path in written:
             print(f"plot: {path}")
     if a.export:
-        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written}, table_options(a))
+        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written}, table_options(a), out)
         print(f"export: {n} finished runs -> {a.export}" + (f", with {len(written)} plots" if written else ""))
     return 0
 
