@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from campaign.carry import CARRY, commit_paths, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
+from fairseq_compgen.pipelines.sweep import data_folder  # noqa: E402
 from fairseq_compgen.pipelines.sweep_schema import load_spec  # noqa: E402
 from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
 
@@ -66,8 +67,9 @@ def cpu_data(repo: Path, rel: str, sweeps: dict):
     machine), else one of another campaign sweep whose file declares the same data folder (`data:`) for a dataset
     (a sweep whose runs all trained on a lent GPU, beside one that ran here on the same data)."""
     sweep, dataset = rel.split("/")[:2]
-    declared = {(name, d): entry.get("data") for name, sweep_file in sweeps.items() if (repo / sweep_file).is_file()
-                for d, entry in (load_spec(repo / sweep_file).get("datasets") or {}).items()}
+    declared = {(name, d): data_folder(d, entry or {}) for name, sweep_file in sweeps.items()
+                if (repo / sweep_file).is_file()
+                for d, entry in (load_spec(repo / sweep_file).get("datasets") or {}).items() if "data" in (entry or {})}
     same = [(sweep, dataset)] + sorted(key for key, folder in declared.items()
                                        if key != (sweep, dataset) and folder == declared.get((sweep, dataset)))
     for name, d in same:

@@ -35,7 +35,11 @@ def import_user_dir(path, flag: str = "--user-dir") -> None:
     register()
     if not os.path.isfile(os.path.join(path, "__init__.py")):
         raise UsageError(f"{flag} {path}: expected a plugin folder with an __init__.py (as fairseq-train's --user-dir)")
-    import_user_module(argparse.Namespace(user_dir=os.path.abspath(path)))
+    try:
+        import_user_module(argparse.Namespace(user_dir=os.path.abspath(path)))
+    except ImportError as e:  # e.g. a folder named like a module already imported (fairseq: "not globally unique")
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"{flag} {path}: the plugin could not be imported: {why}") from None
 
 
 install_excepthook()  # uncaught UsageErrors print as one line (errors.py)

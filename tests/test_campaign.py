@@ -541,6 +541,15 @@ def test_a_gpu_run_of_a_sweep_without_cpu_runs_is_checked_against_a_sweep_on_the
     hashes, of = gpu_import.cpu_data(tmp_path, "gpu_only/jump/x/seed1", sweeps)
     assert of == "here/jump" and hashes == gpu_import.data_hashes(cpu / "data.sha256")
     assert gpu_import.cpu_data(tmp_path, "other/jump/x/seed1", sweeps) == (None, None)
+    # `data:` compared with its placeholders filled ({name}: the dataset's name), as the sweep plans it
+    (tmp_path / "campaign" / "templated.yaml").write_text(
+        "name: templated\nseeds: [1]\ndatasets:\n  length:\n    data: data/{name}/bin\n    recipe: csordas/scan\n"
+        "configurations:\n  x:\n    arch: rel_uni_transformer_scan\n")
+    (tmp_path / "campaign" / "here.yaml").write_text((tmp_path / "campaign" / "here.yaml").read_text().replace(
+        "data/jump/bin", "data/{name}/bin"))
+    templated = dict(sweeps, templated="campaign/templated.yaml")
+    assert gpu_import.cpu_data(tmp_path, "templated/length/x/seed1", templated) == (None, None)
+    assert gpu_import.cpu_data(tmp_path, "gpu_only/jump/x/seed1", templated)[1] == "here/jump"
     run = tmp_path / "gpu" / "gpu_only" / "jump" / "x" / "seed1"
     run.mkdir(parents=True)
     (run / "commit.txt").write_text("0123456789abcdef0123456789abcdef01234567\n")

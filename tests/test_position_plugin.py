@@ -89,8 +89,9 @@ def test_an_encoding_from_a_user_dir_plugin_trains_and_decodes(scan_bin, tmp_pat
     compgen = [sys.executable, "-m", "fairseq_compgen.cli"]
     refused = subprocess.run([*compgen, "eval", save / "checkpoint_last.pt", scan_bin, "gen", "--cpu"], env=env,
                              capture_output=True, text=True, timeout=600)
-    assert refused.returncode != 0 and "unknown position encoding 'toy_gauss'" in refused.stderr
-    assert "pass its folder with --user-dir" in refused.stderr.strip().splitlines()[-1]
+    said = refused.stderr.strip().splitlines()  # fairseq's log lines, then the error: one line, no traceback
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "unknown position encoding 'toy_gauss'" in said[-1] and "pass its folder with --user-dir" in said[-1]
     scored = subprocess.run([*compgen, "eval", save / "checkpoint_last.pt", scan_bin, "gen", "--cpu", "--user-dir",
                              plugin], env=env, capture_output=True, text=True, timeout=600)
     assert scored.returncode == 0, scored.stderr[-3000:]
@@ -98,4 +99,23 @@ def test_an_encoding_from_a_user_dir_plugin_trains_and_decodes(scan_bin, tmp_pat
     listed = subprocess.run([*compgen, "help", "--user-dir", plugin], env=env, capture_output=True, text=True,
                             timeout=600)
     assert listed.returncode == 0 and "toy_gauss" in listed.stdout and "Nobody 2026" in listed.stdout
-    assert "toy_gauss" not in subprocess.run([*compgen, "help"], env=env, capture_output=True, text=True).stdout
+    plain = subprocess.run([*compgen, "help"], env=env, capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0 and "alibi" in plain.stdout and "toy_gauss" not in plain.stdout
+    assert user_dir(["--user-dir", "a", "--user-dir=b"]) == ["--user-dir", "b"]  # the last, as fairseq reads them
+
+
+def test_a_plugin_folder_that_cannot_be_imported_is_one_line(tmp_path):
+    """A --user-dir folder named like a module already imported (fairseq refuses it as "not globally unique"), or
+    one without an __init__.py, is a UsageError naming the folder, not a traceback."""
+    import pytest
+
+    import fairseq_compgen
+    from fairseq_compgen.errors import UsageError
+
+    clash = tmp_path / "json"
+    clash.mkdir()
+    (clash / "__init__.py").write_text("")
+    with pytest.raises(UsageError, match=r"--user-dir .*json: the plugin could not be imported: .*not globally unique"):
+        fairseq_compgen.import_user_dir(str(clash))
+    with pytest.raises(UsageError, match=r"--user-dir .*empty: expected a plugin folder with an __init__.py"):
+        fairseq_compgen.import_user_dir(str(tmp_path / "empty"))

@@ -158,3 +158,35 @@ def test_results_md_positions_tables_are_the_exported_runs():
         config = config_of(row[0])
         assert row[1:4] == [f"{v} / {t}" for v, t in zip(per_seed("dup", config, "valid"), per_seed("dup", config, "test"))], row[0]
         assert row[4].startswith(mean_std(exported("positions_length", "dup", "test", config), 1, 3)), row[0]
+
+
+def test_a_pooled_export_keeps_the_plan_each_run_was_made_by_and_exports_where_it_reads(tmp_path):
+    """Two folders of one sweep plan the same run differently (folder a: valid only, unfinished there; folder b:
+    valid and gen, finished, with no settings in its done.json to tell which plan made it): the export records b's
+    plan for it, so the export alone gives both columns again. An export into a folder it reads, or into --tables,
+    writes in place; a view an earlier call left there, which these options would not write, is removed."""
+    from test_pipelines import _fake_sweep
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    _fake_sweep(a, {("scan", "x"): {1: None}})
+    _fake_sweep(b, {("scan", "x"): {1: {"valid": 1.0, "gen": 0.25}}},
+                command=lambda seed, folder: f"fairseq-train DATA --arch compgen_transformer --seed {seed}\n")
+    for folder, subsets in ((a, ["valid"]), (b, ["valid", "gen"])):
+        plan = json.loads((folder / "sweep.json").read_text())
+        plan["runs"][0]["subsets"] = subsets
+        (folder / "sweep.json").write_text(json.dumps(plan))
+    export = tmp_path / "export"
+    assert aggregate.main([str(a), str(b), "--no-plots", "--export", str(export)]) == 0
+    assert json.loads((export / "aggregate.json").read_text())["plans"] == {"scan/x/seed1": "sweep.2.b.json"}
+    first = (a / "table.csv").read_text()
+    assert "scan,gen,x" in first
+    assert aggregate.main([str(export), "--no-plots", "--tables", str(tmp_path / "t")]) == 0
+    assert (tmp_path / "t" / "table.csv").read_text() == first
+    # in place: DEST is the folder read, then --tables and DEST are one folder; a stale view goes
+    (export / "by_length_gen.md").write_text("a view of an earlier call\n")
+    assert aggregate.main([str(export), "--no-plots", "--export", str(export)]) == 0
+    assert not (export / "by_length_gen.md").exists() and (export / "table.csv").read_text() == first
+    both = tmp_path / "both"
+    assert aggregate.main([str(export), "--no-plots", "--tables", str(both), "--export", str(both)]) == 0
+    assert (both / "table.csv").read_text() == first
+    assert json.loads((both / "aggregate.json").read_text())["plans"] == {"scan/x/seed1": "sweep.2.b.json"}

@@ -139,6 +139,27 @@ POOLED_PLAN = re.compile(r"sweep\.(\d+)\.(.+)\.json")
 EXPORTED_LOG = "train_metrics.log"  # what an export keeps of a run's train.log: its metric lines
 
 
+PLAN_OF = "_plan_of"  # a planned run's (OUT, plan file name), set by pool
+
+
+def exported_plans(out: Path) -> Dict[str, str]:
+    """"<dataset>/<config>/seed<k>" -> the plan file of OUT that an export recorded each finished run as planned
+    in (its aggregate.json's "plans"); {} for a folder that is no export, or an export written before the record."""
+    path = Path(out) / "aggregate.json"
+    record = read_json(path, "an export's record (JSON with options, runs, plans)") if path.is_file() else {}
+    return record.get("plans") or {} if isinstance(record, dict) else {}
+
+
+def _plan_made_by(first: dict, second: dict) -> dict:
+    """Of two plans' entries for one run folder (an export's pooled plans), the one the run was made by: the plan
+    the export recorded for it (exported_plans), else the one whose settings the run's done.json gives."""
+    home, _ = first[PLAN_OF]
+    recorded = exported_plans(Path(home)).get(f"{first['dataset']}/{first['config']}/seed{first['seed']}")
+    if recorded:
+        return second if second[PLAN_OF][1] == recorded else first
+    return second if _finished(second) and _made_as_planned(second) and not _made_as_planned(first) else first
+
+
 def plan_files(out: Path) -> List[str]:
     """The names of OUT's plans: sweep.json, then, in an export of pooled folders, the plans it carries
     (POOLED_PLAN) in their order, so that the export alone gives the tables it was exported with."""
@@ -232,7 +253,12 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
     trained alike (check_alike). The spec (labels) is the first folder's. A folder that an export wrote holds every
     pooled folder's runs in one tree and their plans (plan_files): a run that two of them name is the one of the plan
     it was made by."""
-    plans = [read_plan(o, name) for o in outs for name in plan_files(o)]
+    plans = []
+    for o in outs:
+        for name in plan_files(o):
+            plans.append(read_plan(o, name))
+            for r in plans[-1].get("runs") or []:
+                r[PLAN_OF] = (str(o), name)  # where this entry was planned (export: which plan a run is of)
     names = list(dict.fromkeys(str(p["spec"].get("name")) for p in plans))
     if len(names) > 1:
         raise UsageError(f"{', '.join(map(str, outs))}: these folders hold different sweeps ({', '.join(names)}); "
@@ -243,8 +269,7 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
             key = r["dataset"], r["config"], r["seed"]
             before = chosen.get(key)
             if before is not None and before["dir"] == r["dir"]:  # one run folder, named by two plans of an export
-                if _finished(r) and _made_as_planned(r) and not _made_as_planned(before):
-                    chosen[key] = r
+                chosen[key] = _plan_made_by(before, r)
                 continue
             if before is not None and _finished(before) and _finished(r):
                 raise UsageError(f"{r['dataset']}/{r['config']}/seed{r['seed']} finished in both {before['dir']} "
@@ -553,18 +578,34 @@ def table_files(out: Path) -> List[Path]:
                           for p in sorted(out.glob(f"{view}_*.md")))] if p.is_file()]
 
 
+def _copy(src: Path, dst: Path) -> None:
+    """shutil.copy2, but nothing where `dst` is `src` (an export into a folder it reads, or into --tables)."""
+    if Path(src).resolve() != Path(dst).resolve():
+        shutil.copy2(src, dst)
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout holding fairseq_compgen/ (where --spec paths start)
+
+
+def from_repository(path) -> str:
+    """`path` relative to the checkout's root where it lies inside it, else absolute: how aggregate.json names a
+    file, so that its command works from the root."""
+    full = Path(path).resolve()
+    return str(full.relative_to(REPOSITORY)) if full.is_relative_to(REPOSITORY) else str(full)
+
+
 def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None,
-           options: Sequence[str] = (), tables: Optional[Path] = None) -> int:
+           options: Sequence[str] = (), tables: Sequence[Path] = ()) -> int:
     """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the
     metric lines of its train.log (fairseq's validation and epoch summary lines, EXPORTED_LOG) to
     DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the first
-    folder's sweep.json and the tables of `tables` (where they were written, default that first folder: table.md,
-    table.csv, runs.*, and the optional views), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
+    folder's sweep.json and the tables this call wrote (`tables`: table.md, table.csv, runs.*, and the optional
+    views; a view of an earlier call left in DEST is removed), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
     plot prints beside it), every other plan that was pooled (plan_files: another folder's sweep.json, or one that
     an exported folder carried) as sweep.<i>.<name>.json (earlier ones of that form in DEST are removed), and
-    DEST/aggregate.json: the options that shaped the tables (`options`), so that `fairseq-compgen aggregate DEST
-    --no-plots OPTIONS` writes the same tables from DEST alone. Returns the number of runs."""
-    out = Path(tables) if tables is not None else outs[0]
+    DEST/aggregate.json: the options that shaped the tables (`options`) and the plan each run is of ("plans"), so
+    that `fairseq-compgen aggregate DEST --no-plots OPTIONS` writes the same tables from DEST's runs and plans (a
+    --spec file aside). Returns the number of runs."""
     n = 0
     for r in runs:
         src = Path(r["dir"])
@@ -573,37 +614,42 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
         to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
         (to / "eval").mkdir(parents=True, exist_ok=True)
         for p in kept_eval_files(src):  # results and the outputs they were scored from
-            shutil.copy2(p, to / "eval" / p.name)
+            _copy(p, to / "eval" / p.name)
         for name in EXPORTED:
             if (src / name).is_file():
-                shutil.copy2(src / name, to / name)
+                _copy(src / name, to / name)
         log = run_log(src)  # train.log, or of a run in an export (an export exported again) its metric lines
         if log.is_file():
             lines = [line for line in log.read_text(errors="replace").splitlines(keepends=True) if _metric_line(line)]
             atomic_write_text(to / EXPORTED_LOG, "".join(lines))
         n += 1
-    for path in [outs[0] / "sweep.json", *table_files(out)]:
-        if path.resolve() != (dest / path.name).resolve():  # DEST may be where they are
-            shutil.copy2(path, dest / path.name)
+    written = {Path(t).name for t in tables}
+    for path in table_files(dest):  # a view of an earlier call, which this call's options would not write again
+        if path.name not in written:
+            path.unlink()
+    for path in [outs[0] / "sweep.json", *map(Path, tables)]:
+        _copy(path, dest / path.name)
     for src, rel in (plots or {}).items():
         for path in (src, src.with_suffix(".txt")):
             if path.is_file():
                 (dest / "plots" / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, dest / "plots" / rel.with_suffix(path.suffix))
-    pooled = [(o, name) for o in outs for name in plan_files(o)][1:]
-    names = []
-    for i, (o, name) in enumerate(pooled, 2):
+                _copy(path, dest / "plots" / rel.with_suffix(path.suffix))
+    sources = [(str(o), name) for o in outs for name in plan_files(o)]
+    names = {sources[0]: "sweep.json"}  # each plan read -> its name in DEST
+    for i, (o, name) in enumerate(sources[1:], 2):
         m = POOLED_PLAN.fullmatch(name)
-        names.append(f"sweep.{i}.{m.group(2) if m else Path(o).resolve().name}.json")
-        shutil.copy2(Path(o) / name, dest / (names[-1] + ".tmp"))  # all read before any is replaced: DEST may be
-    for name in plan_files(dest)[1:]:                                # one of `outs`
+        names[o, name] = f"sweep.{i}.{m.group(2) if m else Path(o).resolve().name}.json"
+        shutil.copy2(Path(o) / name, dest / (names[o, name] + ".tmp"))  # all read before any is replaced: DEST
+    for name in plan_files(dest)[1:]:                                     # may be one of `outs`
         (dest / name).unlink()
-    for name in names:
-        (dest / (name + ".tmp")).replace(dest / name)
+    for source in sources[1:]:
+        (dest / (names[source] + ".tmp")).replace(dest / names[source])
+    plans = {f"{r['dataset']}/{r['config']}/seed{r['seed']}": names[r[PLAN_OF]] for r in runs if _finished(r)}
+    command = ["fairseq-compgen", "aggregate", from_repository(dest), "--no-plots", *options]
     atomic_write_text(dest / "aggregate.json", json.dumps({
-        "options": list(options), "runs": n,
-        "tables": f"fairseq-compgen aggregate {dest.name} --no-plots {shlex.join(options)} (from this folder alone, "
-                  f"or its copy) writes the same table.*, runs.* and optional views"}, indent=1) + "\n")
+        "options": list(options), "runs": n, "plans": plans,
+        "tables": f"{shlex.join(command)} --tables DIR, run from the repository's root, writes to DIR the same "
+                  f"table.*, runs.* and optional views"}, indent=1) + "\n")
     return n
 
 
@@ -836,7 +882,10 @@ def table_options(a: argparse.Namespace) -> List[str]:
     for flag, value in (("--metric", a.metric), ("--spec", a.spec), ("--scale", a.scale), ("--digits", a.digits),
                         ("--categories", a.categories), ("--early-stopping", a.early_stopping)):
         if value is not None:
-            options += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+            if flag == "--spec" and Path(value).is_file():  # a sweep file: named from the checkout's root
+                value = from_repository(value)
+            short = f"{value:g}" if isinstance(value, float) else str(value)
+            options += [flag, short if not isinstance(value, float) or float(short) == value else repr(value)]
     options += ["--best"] * a.best + ["--transpose"] * a.transpose
     for subset in dict.fromkeys(a.by_length):
         options += ["--by-length", subset]
@@ -900,30 +949,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
                          f"done.json with results): nothing to tabulate")
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
-    atomic_write_text(a.markdown or out / "table.md", md)
-    write_csv(a.csv or out / "table.csv", cells, a.best, a.metric, spec, a.scale)
+    tables = [Path(a.markdown or out / "table.md"), Path(a.csv or out / "table.csv"), out / "runs.md",
+              out / "runs.csv"]  # what this call writes, for --export; the views are added as written
+    atomic_write_text(tables[0], md)
+    write_csv(tables[1], cells, a.best, a.metric, spec, a.scale)
     print(md, end="")
     rows = run_rows(runs, cells)
     atomic_write_text(out / "runs.md", runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
     if a.categories:
         cat_md = category_table(spec, runs, a.categories)
-        atomic_write_text(out / f"categories_{a.categories}.md", cat_md)
+        tables.append(out / f"categories_{a.categories}.md")
+        atomic_write_text(tables[-1], cat_md)
         print(cat_md, end="")
     length_groups = {}  # subset -> its groups
     for subset in dict.fromkeys(a.by_length):
         length_groups[subset], left_out = by_length_groups(runs, subset)
         len_md = by_length.table(length_groups[subset], subset, functools.partial(_label, spec), left_out, a.scale,
                                  a.digits)
-        atomic_write_text(out / f"by_length_{subset}.md", len_md)
+        tables.append(out / f"by_length_{subset}.md")
+        atomic_write_text(tables[-1], len_md)
         print(len_md, end="")
     if a.early_stopping:
         es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
-        atomic_write_text(out / f"early_stopping_{a.early_stopping}.md", es_md)
+        tables.append(out / f"early_stopping_{a.early_stopping}.md")
+        atomic_write_text(tables[-1], es_md)
         print(es_md, end="")
     for first, second in a.compare:
         cmp_md = comparison_table(spec, cells, first, second, scale=a.scale, digits=a.digits)
-        atomic_write_text(out / f"compare_{first}_{second}.md", cmp_md)
+        tables.append(out / f"compare_{first}_{second}.md")
+        atomic_write_text(tables[-1], cmp_md)
         print(cmp_md, end="")
     plots = Path(a.plots or out / "plots")
     written: List[Path] = []  # the plots of this call, which the export carries along
@@ -942,7 +997,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for path in written:
             print(f"plot: {path}")
     if a.export:
-        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written}, table_options(a), out)
+        n = export(runs, outs, Path(a.export), {p: p.relative_to(plots) for p in written}, table_options(a), tables)
         print(f"export: {n} finished runs -> {a.export}" + (f", with {len(written)} plots" if written else ""))
     return 0
 

@@ -280,8 +280,7 @@ def plan(spec: dict, out, cpu: bool = False, gpu: bool = False, decode_cpu: bool
         d = d or {}
         if "data" not in d:
             raise UsageError(f"dataset {dname!r}: no 'data' folder")
-        names = {"name": dname, "recipe": (d.get("recipe") or "").rsplit("/", 1)[-1], **(d.get("vars") or {})}
-        data = Path(os.path.expanduser(str(d["data"]).format(**names)))
+        data = Path(data_folder(dname, d))
         data = str(data if data.is_absolute() else Path.cwd() / data)
         seeds = d.get("seeds") or spec.get("seeds") or [1]
         for cname, c in spec["configurations"].items():
@@ -355,12 +354,23 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
                      f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
 
 
+def data_folder(name: str, dataset: dict) -> str:
+    """A sweep file's dataset's `data:` with its placeholders filled ({name}: the dataset's name, {recipe}: its
+    recipe's last part, and its `vars:`) and ~ expanded; relative paths stay relative (to where the sweep runs)."""
+    names = {"name": name, "recipe": (dataset.get("recipe") or "").rsplit("/", 1)[-1], **(dataset.get("vars") or {})}
+    return os.path.expanduser(str(dataset["data"]).format(**names))
+
+
 def user_dir(flags: Sequence[str]) -> List[str]:
     """["--user-dir", PLUGIN] when a run's fairseq-train flags name a plugin folder (its own encodings or models,
-    which decoding its checkpoints needs too), else []."""
-    found = [f.split("=", 1)[1] for f in flags if f.startswith("--user-dir=")]
-    found += [b for a, b in zip(flags, flags[1:]) if a == "--user-dir"]
-    return ["--user-dir", found[-1]] if found else []
+    which decoding its checkpoints needs too; the last one given, as fairseq reads them), else []."""
+    found = None
+    for i, flag in enumerate(flags):
+        if flag.startswith("--user-dir="):
+            found = flag.split("=", 1)[1]
+        elif flag == "--user-dir" and i + 1 < len(flags):
+            found = flags[i + 1]
+    return ["--user-dir", found] if found else []
 
 
 def planned_settings(run: dict) -> dict:
