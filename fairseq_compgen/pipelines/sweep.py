@@ -280,6 +280,7 @@ def plan(spec: dict, out, cpu: bool = False, gpu: bool = False, decode_cpu: bool
         d = d or {}
         if "data" not in d:
             raise UsageError(f"dataset {dname!r}: no 'data' folder")
+        names = placeholders(dname, d)
         data = Path(data_folder(dname, d))
         data = str(data if data.is_absolute() else Path.cwd() / data)
         seeds = d.get("seeds") or spec.get("seeds") or [1]
@@ -354,11 +355,16 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
                      f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
 
 
+def placeholders(name: str, dataset: dict) -> dict:
+    """What a sweep file's dataset fills into its `data:` and its runs' flags: {name} (the dataset's name),
+    {recipe} (its recipe's last part) and its `vars:`."""
+    return {"name": name, "recipe": (dataset.get("recipe") or "").rsplit("/", 1)[-1], **(dataset.get("vars") or {})}
+
+
 def data_folder(name: str, dataset: dict) -> str:
-    """A sweep file's dataset's `data:` with its placeholders filled ({name}: the dataset's name, {recipe}: its
-    recipe's last part, and its `vars:`) and ~ expanded; relative paths stay relative (to where the sweep runs)."""
-    names = {"name": name, "recipe": (dataset.get("recipe") or "").rsplit("/", 1)[-1], **(dataset.get("vars") or {})}
-    return os.path.expanduser(str(dataset["data"]).format(**names))
+    """A sweep file's dataset's `data:` with its placeholders filled and ~ expanded; relative paths stay relative
+    (to where the sweep runs)."""
+    return os.path.expanduser(str(dataset["data"]).format(**placeholders(name, dataset)))
 
 
 def user_dir(flags: Sequence[str]) -> List[str]:
