@@ -67,14 +67,20 @@ def cpu_data(repo: Path, rel: str, sweeps: dict):
     machine), else one of another campaign sweep whose file declares the same data folder (`data:`) for a dataset
     (a sweep whose runs all trained on a lent GPU, beside one that ran here on the same data)."""
     sweep, dataset = rel.split("/")[:2]
+
+    def first_cpu_run(name, d):
+        found = sorted((repo / CPU / name / d).glob("*/seed*/data.sha256"))
+        return (data_hashes(found[0]), f"{name}/{d}") if found else None
+
+    own = first_cpu_run(sweep, dataset)
+    if own:  # the usual case: no sweep file needs reading
+        return own
     declared = {(name, d): data_folder(d, entry or {}) for name, sweep_file in sweeps.items()
                 if (repo / sweep_file).is_file()
                 for d, entry in (load_spec(repo / sweep_file).get("datasets") or {}).items() if "data" in (entry or {})}
-    same = [(sweep, dataset)] + sorted(key for key, folder in declared.items()
-                                       if key != (sweep, dataset) and folder == declared.get((sweep, dataset)))
-    for name, d in same:
-        for path in sorted((repo / CPU / name / d).glob("*/seed*/data.sha256")):
-            return data_hashes(path), f"{name}/{d}"
+    for key, folder in sorted(declared.items()):
+        if key != (sweep, dataset) and folder == declared.get((sweep, dataset)) and first_cpu_run(*key):
+            return first_cpu_run(*key)
     return None, None
 
 

@@ -27,15 +27,11 @@ fairseq_compgen.register()
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    for i, word in enumerate(argv):  # --user-dir PLUGIN (or --user-dir=PLUGIN) anywhere: imported first
-        if word == "--user-dir" or word.startswith("--user-dir="):
-            value = word.split("=", 1)[1] if "=" in word else (argv[i + 1] if i + 1 < len(argv) else None)
-            if not value:
-                raise UsageError("fairseq-compgen help --user-dir: expected a plugin folder after it")
-            fairseq_compgen.import_user_dir(value)
-            del argv[i:i + (1 if "=" in word else 2)]
-            break
+    plugin = argparse.ArgumentParser(prog="fairseq-compgen help", add_help=False)
+    plugin.add_argument("--user-dir", metavar="PLUGIN")  # anywhere, either form: imported before anything is listed
+    known, argv = plugin.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if known.user_dir:
+        fairseq_compgen.import_user_dir(known.user_dir)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         print("architectures:", " ".join(compgen_archs()))

@@ -150,11 +150,10 @@ def exported_plans(out: Path) -> Dict[str, str]:
     return record.get("plans") or {} if isinstance(record, dict) else {}
 
 
-def _plan_made_by(first: dict, second: dict) -> dict:
+def _plan_made_by(first: dict, second: dict, recorded: Optional[str]) -> dict:
     """Of two plans' entries for one run folder (an export's pooled plans), the one the run was made by: the plan
-    the export recorded for it (exported_plans), else the one whose settings the run's done.json gives."""
-    home, _ = first[PLAN_OF]
-    recorded = exported_plans(Path(home)).get(f"{first['dataset']}/{first['config']}/seed{first['seed']}")
+    the export recorded for it (`recorded`, from exported_plans), else the one whose settings the run's done.json
+    gives."""
     if recorded:
         return second if second[PLAN_OF][1] == recorded else first
     return second if _finished(second) and _made_as_planned(second) and not _made_as_planned(first) else first
@@ -253,7 +252,7 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
     trained alike (check_alike). The spec (labels) is the first folder's. A folder that an export wrote holds every
     pooled folder's runs in one tree and their plans (plan_files): a run that two of them name is the one of the plan
     it was made by."""
-    plans = []
+    plans, recorded = [], {str(o): exported_plans(o) for o in outs}
     for o in outs:
         for name in plan_files(o):
             plans.append(read_plan(o, name))
@@ -269,7 +268,8 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
             key = r["dataset"], r["config"], r["seed"]
             before = chosen.get(key)
             if before is not None and before["dir"] == r["dir"]:  # one run folder, named by two plans of an export
-                chosen[key] = _plan_made_by(before, r)
+                run = f"{r['dataset']}/{r['config']}/seed{r['seed']}"
+                chosen[key] = _plan_made_by(before, r, recorded[r[PLAN_OF][0]].get(run))
                 continue
             if before is not None and _finished(before) and _finished(r):
                 raise UsageError(f"{r['dataset']}/{r['config']}/seed{r['seed']} finished in both {before['dir']} "
@@ -884,8 +884,9 @@ def table_options(a: argparse.Namespace) -> List[str]:
         if value is not None:
             if flag == "--spec" and Path(value).is_file():  # a sweep file: named from the checkout's root
                 value = from_repository(value)
-            short = f"{value:g}" if isinstance(value, float) else str(value)
-            options += [flag, short if not isinstance(value, float) or float(short) == value else repr(value)]
+            if isinstance(value, float):  # 100.0 as "100", but never at a loss of digits
+                value = f"{value:g}" if float(f"{value:g}") == value else repr(value)
+            options += [flag, str(value)]
     options += ["--best"] * a.best + ["--transpose"] * a.transpose
     for subset in dict.fromkeys(a.by_length):
         options += ["--by-length", subset]
