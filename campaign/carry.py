@@ -3,7 +3,7 @@ repository before a session ends, and put back into a new state folder when the 
 
     python campaign/carry.py save                    # now: every unfinished run of ../campaign/runs with a checkpoint
     python campaign/carry.py save --after 165        # the same, 165 minutes from now (start it with the campaign)
-    python campaign/carry.py restore                 # scripts/campaign.sh calls this before its queue
+    python campaign/carry.py restore --queue Q       # scripts/campaign.sh calls this before its queue Q
 
 Why: the campaign's checkpoints live in its state folder (STATE, ../campaign beside the checkout), and a session's
 machine is not always the next session's. On a fresh machine only the repository is left, so a run stopped by the
@@ -23,14 +23,14 @@ What it costs: every carried checkpoint stays in the repository's history, so `s
 than --max-mb (default 16, in MiB: the SCAN-size presets' checkpoints are 4-12 MB, the campaign's Chaabouni curve
 at d 128 15.4 MiB; the Chaabouni d = 256 presets', 64 MB, are not carried and resume only where the state folder
 survives). Carry once per session, near its end, not
-periodically. settings.json names the run's data folder absolutely, and a sweep refuses a run folder whose
-settings differ: a run is restored only where that folder exists or lies inside the state folder (whose queue
-prepares it before the run).
+periodically. settings.json names the run's data folder absolutely, as it was on the machine the run began on
+(another state folder, or a lent GPU's, campaign/gpu_import.py --carried); the sweep resumes it from the campaign's
+own data folder when that holds the same files as the run's data.json (sweep.Run.same_data_moved), and refuses it
+otherwise, so a run is restored only with its data.json.
 """
 import argparse
 import fcntl
 import filecmp
-import json
 import os
 import shutil
 import subprocess
@@ -106,6 +106,36 @@ def copy_stable(src: Path, dest: Path, tries: int = 5) -> None:
     raise RuntimeError(f"{src} kept changing while it was copied ({tries} tries)")
 
 
+def carry(repo: Path, rel: str, run: Path, where: str = ""):
+    """Put the run folder `run`'s checkpoint and records under results/campaign/_carry/REL (through a temporary
+    name: nothing half-written under the carried name) and commit that folder alone: (the checkpoint's update, the
+    commit message).
+    `where`: the machine it trained on, when not a lane's (campaign/gpu_import.py --carried: a lent GPU)."""
+    ck = run / CHECKPOINT
+    mb = ck.stat().st_size / 2 ** 20
+    dest = repo / CARRY / rel
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        copy_stable(ck, tmp / CHECKPOINT)
+        updates = num_updates(tmp / CHECKPOINT)
+        for name in RECORDS:
+            if (run / name).is_file():
+                shutil.copy2(run / name, tmp / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    at = (dest / "commit.txt").read_text().split()[0][:12] if (dest / "commit.txt").is_file() else "?"
+    path = (CARRY / rel).as_posix()
+    msg = (f"Campaign carry: {rel} at update {updates} (training at {at}{' on ' + where if where else ''}; "
+           f"{mb:.1f} MB), to resume on a fresh machine")
+    commit_paths(repo, [path], msg)
+    return updates, msg
+
+
 def save(repo: Path, state: Path, max_mb: float) -> int:
     carried = 0
     for rel, run in unfinished_runs(state):
@@ -120,46 +150,33 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
         if (dest / CHECKPOINT).is_file() and filecmp.cmp(dest / CHECKPOINT, ck, shallow=False):
             print(f"carry: {rel}: already carried at this checkpoint")
             continue
-        tmp = dest.with_name(dest.name + ".tmp")  # nothing half-written under the carried name
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            copy_stable(ck, tmp / CHECKPOINT)
-            updates = num_updates(tmp / CHECKPOINT)
-            for name in RECORDS:
-                if (run / name).is_file():
-                    shutil.copy2(run / name, tmp / name)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-        at = (dest / "commit.txt").read_text().split()[0][:12] if (dest / "commit.txt").is_file() else "?"
-        path = (CARRY / rel).as_posix()
-        msg = (f"Campaign carry: {rel} at update {updates} (training at {at}; {mb:.1f} MB), to resume on a fresh "
-               f"machine")
-        commit_paths(repo, [path], msg)
-        carried += 1
+        updates, _ = carry(repo, rel, run)
         print(f"carry: committed {rel} at update {updates}")
+        carried += 1
     print(f"carry: {carried} run(s) carried")
     return 0
 
 
-def restore(repo: Path, state: Path) -> int:
-    """Put each carried run back into STATE/runs where it has no checkpoint and no live sweep holds it."""
+def restore(repo: Path, state: Path, queues=()) -> int:
+    """Put each carried run back into STATE/runs where it has no checkpoint and no live sweep holds it; with
+    `queues` (queue files), only the runs of the sweeps they run (a lane restores what its queue trains)."""
+    from campaign.status import steps  # the queue files read as scripts/campaign.sh reads them
+
+    sweeps = {Path(sweep_file).stem for queue in queues for _, sweep_file, _ in steps(queue)}
     root = repo / CARRY
     for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")):
         carried = ck.parent
         rel = carried.relative_to(root).as_posix()
+        if queues and rel.split("/")[0] not in sweeps:
+            continue  # another queue's
         if recorded(repo, rel):
             continue  # recorded: the campaign skips it (its carried folder is removed when it is recorded)
         run = state / "runs" / rel
         if (run / CHECKPOINT).exists():
             continue  # this state folder's own checkpoint: the run goes on from it
-        data = json.loads((carried / "settings.json").read_text()).get("data", "")
-        if not (Path(data).is_dir() or Path(data).is_relative_to(state.resolve())):
-            print(f"carry: {rel}: not restored: its data folder {data} is neither here nor in {state.resolve()}, "
-                  f"where the queue prepares it (it was carried from a state folder elsewhere)")
+        if not (carried / "data.json").is_file():
+            print(f"carry: {rel}: not restored: no data.json, so the campaign's sweep could not tell whether its "
+                  f"data folder here holds the files it trained on")
             continue
         run.mkdir(parents=True, exist_ok=True)
         with open(run / LOCK, "a+") as lock:
@@ -192,9 +209,12 @@ def main(argv=None) -> int:
                    help="save: leave out checkpoints larger than this many MiB (default 16)")
     p.add_argument("--after", type=float, default=0.0, metavar="MINUTES",
                    help="save: wait this many minutes first (default 0)")
+    p.add_argument("--queue", type=Path, action="append", default=[],
+                   help="restore: only the runs of the sweeps this queue file runs (repeatable; default: every "
+                        "carried run)")
     a = p.parse_args(argv)
     if a.action == "restore":
-        return restore(a.repo, a.state)
+        return restore(a.repo, a.state, a.queue)
     if a.after > 0:
         print(f"carry: saving at {time.strftime('%H:%M', time.localtime(time.time() + a.after * 60))}", flush=True)
         time.sleep(a.after * 60)

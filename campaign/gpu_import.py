@@ -2,6 +2,7 @@
 campaign's CPU lanes skip them and the tables pool them with the CPU seeds.
 
     python campaign/gpu_import.py /work/.device/1/results.tar.gz [more results.tar.gz or unpacked folders]
+    python campaign/gpu_import.py --carried /work/.device/1/carry.tar.part00   # the slice's unfinished runs
 
 Each finished run (<sweep>/<dataset>/<config>/seedK/ with done.json) of a campaign sweep (one named in
 campaign/queue*.txt, or the --queue files) is copied, with its records, eval JSONs and outputs (runner.EVAL_KEPT) and data.sha256, to
@@ -19,6 +20,14 @@ and dataset, or, where that sweep has none, of another campaign sweep whose file
 recorded (committed under results/campaign/ or here; a copy left by a commit that failed is committed again). A
 checkpoint that campaign/carry.py carried for the same run is removed in the run's commit. A CPU lane training the same run meanwhile is not stopped; its result is
 not recorded when it finishes.
+
+--carried hands a slice's unfinished runs (its carry.tar.part00.., whose other parts are read with the first) to the
+CPU lanes instead of leaving them to the next lent GPU: each, refused for the same reasons, goes with its checkpoint
+and records to results/campaign/_carry/, as campaign/carry.py saves a lane's, one commit per run; a lane whose queue
+runs that sweep restores it and resumes it on the CPU (its sweep takes the run folder, whose settings name the GPU
+machine's data folder, because the lane's data folder holds the same files: sweep.Run.same_data_moved). The run's
+records then keep both machines (machine.history, launch.history, command.history). Skipped: a run recorded, or
+carried already at the same or a later update.
 """
 import argparse
 import json
@@ -31,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from campaign.carry import CARRY, commit_paths, recorded  # noqa: E402
+from campaign.carry import CARRY, CHECKPOINT, carry, commit_paths, num_updates, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
 from fairseq_compgen.pipelines.sweep import data_folder  # noqa: E402
@@ -92,11 +101,23 @@ def refusal(repo: Path, rel: str, run: Path, sweeps: dict):
     unclean = [c for c in commits if c.endswith(" dirty") or c.startswith("unknown")]
     if not commits or unclean:
         return f"{rel}: trained on {unclean[0] if unclean else 'an unrecorded commit'}, not a clean commit"
-    mine, (theirs, of) = data_hashes(run / "data.sha256"), cpu_data(repo, rel, sweeps)
+    mine, (theirs, of) = run_data(run), cpu_data(repo, rel, sweeps)
     if mine is None:
-        return f"{rel}: no data.sha256 (a one-shot older than campaign/gpu_import.py): its data cannot be checked"
+        return f"{rel}: no data.sha256 or data.json: its data cannot be checked"
     if theirs is not None and mine != theirs:
-        return f"{rel}: its data (data.sha256) differs from the CPU runs' of {of}"
+        source = "data.sha256" if (run / "data.sha256").is_file() else "data.json"
+        return f"{rel}: its data ({source}) differs from the CPU runs' of {of}"
+    return None
+
+
+def run_data(run: Path):
+    """The data a GPU run trained on (data_hashes): the one-shot's data.sha256, else (a carried run, which the
+    one-shot packs with the records alone) fairseq-compgen train's data.json; None without either."""
+    if (run / "data.sha256").is_file():
+        return data_hashes(run / "data.sha256")
+    if (run / "data.json").is_file():
+        record = json.loads((run / "data.json").read_text())
+        return same_data_key(record) if isinstance(record, dict) else None
     return None
 
 
@@ -133,26 +154,82 @@ def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
     return message
 
 
+def unpack(source: Path, scratch: Path):
+    """The folder a one-shot's results.tar.gz, carry.tar.part00.. (given together, joined in name order) or unpacked
+    folder holds; None (with a message) for anything else."""
+    if source.is_dir():
+        return source
+    parts = sorted(source.parent.glob(source.name[:-2] + "[0-9][0-9]")) if source.name[-2:].isdigit() else [source]
+    if not all(p.is_file() for p in parts):
+        return None
+    scratch.mkdir(parents=True, exist_ok=True)
+    joined = scratch / (source.name + ".joined")
+    with open(joined, "wb") as out:
+        for part in parts:
+            out.write(part.read_bytes())
+    if not tarfile.is_tarfile(joined):
+        return None
+    tree = scratch / (source.name + ".tree")
+    with tarfile.open(joined) as tar:
+        tar.extractall(tree, filter="data")
+    joined.unlink()
+    return tree
+
+
+def hand_over(repo: Path, tree: Path, sweeps: dict) -> int:
+    """--carried: each unfinished run of a slice's carry (checkpoint_last.pt and no done.json) goes under
+    results/campaign/_carry/, as campaign/carry.py saves a lane's, so that the CPU lanes resume it (carry.py restore,
+    then the sweep, which accepts its data folder there when it holds the files of the run's data.json) instead of
+    training it again; refused as a finished run is (refusal). Skipped: a run recorded, or carried already at the
+    same or a later update. Returns the number refused."""
+    refused = 0
+    for ck in sorted(tree.glob(f"*/*/*/seed*/{CHECKPOINT}")):
+        run = ck.parent
+        rel = run.relative_to(tree).as_posix()
+        if (run / DONE).exists():
+            continue  # a finished run: the results.tar.gz records it
+        if recorded(repo, rel):
+            print(f"gpu_import: {rel}: already recorded, its carried checkpoint skipped")
+            continue
+        why = refusal(repo, rel, run, sweeps)
+        if why:
+            print(f"gpu_import: refused {why}", file=sys.stderr)
+            refused += 1
+            continue
+        updates, there = num_updates(ck), repo / CARRY / rel / CHECKPOINT
+        if there.is_file() and num_updates(there) >= updates:
+            print(f"gpu_import: {rel}: carried already at update {num_updates(there)} (this one: {updates}), skipped")
+            continue
+        machine = json.loads((run / "machine.txt").read_text()) if (run / "machine.txt").is_file() else {}
+        try:
+            print(f"gpu_import: {carry(repo, rel, run, machine.get('gpu') or 'a GPU')[1]}")
+        except RuntimeError as e:  # git kept failing: a rerun commits it
+            print(f"gpu_import: {rel}: {e}", file=sys.stderr)
+            refused += 1
+    return refused
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("results", nargs="+", type=Path, help="a one-shot's results.tar.gz, or the folder it unpacks to")
+    p.add_argument("results", nargs="*", type=Path, help="a one-shot's results.tar.gz, or the folder it unpacks to")
     p.add_argument("--repo", type=Path, default=REPO, help="the repository to record them in (default: this one)")
     p.add_argument("--queue", type=Path, nargs="+",
                    help="the campaign's queue files (default: REPO/campaign/queue*.txt)")
+    p.add_argument("--carried", type=Path, nargs="+", default=[], metavar="CARRY",
+                   help="a slice's carry.tar.part00 (its other parts are read with it) or unpacked carry/ folder: "
+                        "its unfinished runs go to results/campaign/_carry/ for the CPU lanes to resume")
     a = p.parse_args(argv)
     sweeps, refused = campaign_sweeps(a.queue or sorted((a.repo / "campaign").glob("queue*.txt"))), 0
     with tempfile.TemporaryDirectory() as scratch:
-        for i, source in enumerate(a.results):
-            if source.is_dir():
-                tree = source
-            elif source.is_file() and tarfile.is_tarfile(source):
-                tree = Path(scratch) / str(i)
-                with tarfile.open(source) as tar:
-                    tar.extractall(tree, filter="data")
-            else:
-                print(f"gpu_import: {source}: expected a one-shot's results.tar.gz or its unpacked folder",
-                      file=sys.stderr)
+        for i, source in enumerate(a.results + a.carried):
+            tree = unpack(source, Path(scratch) / str(i))
+            if tree is None:
+                print(f"gpu_import: {source}: expected a one-shot's results.tar.gz, carry.tar.part00 or an unpacked "
+                      f"folder of either", file=sys.stderr)
                 return 2
+            if i >= len(a.results):
+                refused += hand_over(a.repo, tree, sweeps)
+                continue
             finished = list(finished_runs(tree))
             if not finished:
                 print(f"gpu_import: {source}: no finished run (<sweep>/<dataset>/<config>/seedK/done.json) in it")

@@ -183,7 +183,8 @@ code_moved() {  # REPO's HEAD is a clean commit whose code (anything outside res
 
 # runs carried from another machine (campaign/carry.py save, committed under results/campaign/_carry/): back into
 # this state folder where it has no checkpoint of theirs, so that they resume instead of starting again
-"$PY" "$TREE/campaign/carry.py" restore --repo "$REPO" --state "$STATE" || echo "campaign: carry restore failed" >&2
+"$PY" "$TREE/campaign/carry.py" restore --repo "$REPO" --state "$STATE" --queue "$TREE/$QUEUE" ||
+  echo "campaign: carry restore failed" >&2
 moved="$STATE/.code-moved.$$"  # written between runs when code_moved: the rest of the queue is left to that commit
 rm -f "$moved"
 grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do

@@ -438,6 +438,64 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
 
+def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin, tmp_path):
+    """campaign/gpu_import.py --carried: an unfinished run from a slice's carry.tar.part00.. (here in two parts),
+    whose settings name the GPU machine's data folder, is committed under results/campaign/_carry/ (a dirty one is
+    refused, a second import skips); on a fresh machine the campaign restores it, its sweep accepts the run folder
+    because the campaign's data folder holds the files of the run's data.json, and it resumes from the GPU's
+    checkpoint (update 6, its last) instead of training from scratch."""
+    import tarfile
+
+    repo, state, head = _tiny_clone(tmp_path, scan_bin)
+    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
+    _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    p = _campaign(repo, state)
+    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
+    _git(repo, "reset", "-q", "--hard", head)  # as if it had not finished here: it is the GPU's run now
+    tree = tmp_path / "carry"
+    for seed, commit in ((1, head), (2, head + " dirty")):
+        gpu_run = tree / "tiny" / "scan" / "rel_uni" / f"seed{seed}"
+        shutil.copytree(state / "runs" / "tiny" / "scan" / "rel_uni" / "seed1", gpu_run,
+                        ignore=shutil.ignore_patterns("done.json", "eval", "*.lock", ".lock"))
+        settings = json.loads((gpu_run / "settings.json").read_text())
+        (gpu_run / "settings.json").write_text(json.dumps(dict(settings, data="/gpu/main/data/scan/bin", seed=seed)))
+        (gpu_run / "commit.txt").write_text(commit + "\n")
+        (gpu_run / "commit.history").write_text(f"2026-11-28T01:13:55+00:00 {commit}\n")
+        (gpu_run / "machine.txt").write_text(json.dumps({"gpu": "1 x NVIDIA H100 80GB HBM3"}))
+    with tarfile.open(tmp_path / "carry.tar", "w") as tar:
+        tar.add(tree, arcname=".")
+    whole = (tmp_path / "carry.tar").read_bytes()
+    parts = tmp_path / "back"
+    parts.mkdir()
+    (parts / "carry.tar.part00").write_bytes(whole[:len(whole) // 2])
+    (parts / "carry.tar.part01").write_bytes(whole[len(whole) // 2:])
+
+    importer = [sys.executable, str(REPO / "campaign" / "gpu_import.py"), "--carried", str(parts / "carry.tar.part00"),
+                "--repo", str(repo), "--queue", str(repo / "campaign" / "tiny_queue.txt")]
+    p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert p.returncode == 1 and "tiny/scan/rel_uni/seed2: trained on" in p.stderr, p.stdout + p.stderr
+    (message,) = _git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()
+    assert message.startswith(f"Campaign carry: tiny/scan/rel_uni/seed1 at update 6 (training at {head[:12]} on "
+                              f"1 x NVIDIA H100 80GB HBM3;"), message
+    carried = repo / "results" / "campaign" / "_carry" / "tiny" / "scan" / "rel_uni" / "seed1"
+    assert json.loads((carried / "settings.json").read_text())["data"] == "/gpu/main/data/scan/bin"
+    again = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
+    assert "tiny/scan/rel_uni/seed1: carried already at update 6 (this one: 6), skipped" in again.stdout, again.stdout
+    assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
+
+    fresh = tmp_path / "fresh_state"  # a fresh machine: the repository alone
+    p = _campaign(repo, fresh)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"carry: restored tiny/scan/rel_uni/seed1 into {fresh.resolve()}" in p.stdout, p.stdout
+    assert "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+    log = (fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
+    assert "checkpoint_last.pt is at 6 updates and --max-update is 6: already finished" in log.rsplit("# ", 1)[-1]
+    recorded = repo / "results" / "campaign" / "tiny" / "scan" / "rel_uni" / "seed1"
+    assert json.loads((recorded / "done.json").read_text())["settings"]["data"] == str(scan_bin)
+    assert not carried.exists()
+
+
 def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_bin, tmp_path):
     """campaign/gpu_import.py: a clean finished run from a one-shot's results.tar.gz is committed, alone, under
     results/campaign_gpu/ with its sweep.json; a dirty one, one whose data differs from the CPU runs', and one of no

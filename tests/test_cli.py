@@ -159,6 +159,29 @@ def test_a_sweep_refuses_a_run_whose_recipe_changed(tmp_path, monkeypatch):
     assert change.startswith("recipe_options: {") and "'lr': '1e-3'" in change and "'lr': '5e-4'" in change
 
 
+def test_a_sweep_takes_a_run_moved_from_another_machine_only_with_the_same_data(tmp_path):
+    """A run folder whose settings name another machine's data folder (carried, or begun on a lent GPU) is this run
+    when this run's data folder holds the files of its data.json, whatever the path, and not when a file differs or
+    when it has no data.json; any other changed setting still counts."""
+    from fairseq_compgen.pipelines.train import data_fingerprint
+
+    data = _data_folder(tmp_path / "d", tagging=False)
+    spec = {"name": "s", "datasets": {"d": {"data": str(data), "recipe": "csordas/scan"}},
+            "configurations": {"c": {"arch": "rel_uni_transformer_{recipe}"}}}
+    (run,) = sweep.plan(spec, tmp_path / "out")
+    run.path.mkdir(parents=True)
+    (run.path / sweep.SETTINGS).write_text(json.dumps(dict(run.settings(), data="/gpu/main/data/scan/bin")))
+    (change,) = run.changed_settings()  # no data.json: nothing tells that it is the same data
+    assert change == f"data: '/gpu/main/data/scan/bin' -> {str(data)!r}"
+    (run.path / "data.json").write_text(json.dumps(data_fingerprint(data)))
+    assert run.changed_settings() == []
+    (data / "dict.src.txt").write_text("a 2\n")  # the data folder here holds other files
+    assert run.changed_settings() == [change]
+    (data / "dict.src.txt").write_text("a 1\n")
+    (run.path / sweep.SETTINGS).write_text(json.dumps(dict(run.settings(), data="/gpu/main/data/scan/bin", seed=7)))
+    assert len(run.changed_settings()) == 2
+
+
 def test_gpu_runs_a_cpu_sweeps_runs_as_the_same_runs(tmp_path):
     """--gpu drops a sweep file's `launch: {cpu: true}` (a CPU campaign's runs on a lent GPU): no --cpu in the train
     or eval command, and the settings, which decide whether a run folder is this run, are those of the CPU plan."""

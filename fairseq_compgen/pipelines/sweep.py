@@ -174,7 +174,24 @@ class Run:
         saved, now = read_json(path, "the settings a sweep recorded when the run started"), self.settings()
         if not isinstance(saved, dict):
             raise UsageError(f"{path}: expected the settings a sweep recorded when the run started (a JSON object)")
-        return [f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in now if saved.get(k) != now[k]]
+        changed = [k for k in now if saved.get(k) != now[k]]
+        if changed == ["data"] and self.same_data_moved():
+            changed = []
+        return [f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in changed]
+
+    def same_data_moved(self) -> bool:
+        """The run folder names another data folder than this run, but the files it trained on (its data.json) are
+        this run's data folder's: the same run, moved from another machine (campaign/carry.py, or a run begun on a
+        lent GPU and handed to the CPU lanes by campaign/gpu_import.py). fairseq-compgen train compares the files
+        again when it resumes (train.check_resume), and its command.history names the new folder."""
+        from fairseq_compgen.pipelines.train import data_fingerprint, same_data_key
+
+        record = self.path / "data.json"
+        if not record.is_file() or not Path(self.data).is_dir():
+            return False
+        trained = read_json(record, "the sha256 of the data files the run trained on (fairseq-compgen train)")
+        trained_on = same_data_key(trained) if isinstance(trained, dict) else None
+        return trained_on is not None and trained_on == same_data_key(data_fingerprint(Path(self.data)))
 
 
 def load_sweep(path) -> dict:
