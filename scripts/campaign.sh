@@ -130,9 +130,11 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       for f in $RECORDS; do
         if [ -f "$d/$f" ]; then cp "$d/$f" "$tmp/"; fi
       done
-      # the run's data folder (its settings.json: command.txt's second word is no data folder under torchrun), every
-      # file hashed
-      data=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['data'])" "$d/settings.json")
+      # the run's data folder here, every file hashed: done.json's settings (this sweep's; settings.json keeps the
+      # folder of the machine the run began on, e.g. a lent GPU's: campaign/gpu_import.py --carried), else
+      # settings.json (command.txt's second word is no data folder under torchrun)
+      data=$("$PY" -c "import json, sys; print((json.load(open(sys.argv[1])).get('settings') or
+json.load(open(sys.argv[2])))['data'])" "$d/done.json" "$d/settings.json")
       (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$tmp/data.sha256"
       rm -rf "$dest"
       mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"  # failed: the other lane's copy got there first, ours goes
