@@ -26,7 +26,11 @@
 # The device tool's copy of the working tree carried a .git that was not at our HEAD (2026-11-26: runs recorded the
 # commit before ours, "dirty"): write `git rev-parse HEAD > commit.manifest && git ls-tree -r HEAD >> commit.manifest`
 # on a clean checkout first and carry it; each run then records that commit, checked there file by file
-# (fairseq_compgen/pipelines/train.py: manifest_commit), not what git says there.
+# (fairseq_compgen/pipelines/train.py: manifest_commit), not what git says there. The manifest lists what is sent: a
+# tree sent without results/ (2026-11-28: the tracked files passed the device tool's 64 MiB) needs one without it
+# (`git ls-tree -r HEAD | grep -v $'\tresults/' >> commit.manifest`), else every run records "dirty" and
+# campaign/gpu_import.py refuses it. So the script checks the tree against the manifest before anything trains and
+# stops, naming the first file that is missing or differs, unless DIRTY_OK=1.
 #
 # What comes back under $OUT: runs/<sweep>/<dataset>/<config>/seedK/ with each run's records (command, launch,
 # commit, machine, settings), train.log, done.json, eval/*.json and eval/*.outputs.gz when finished; steps_per_s.json (each running
@@ -75,7 +79,17 @@ else
   echo "oneshot: no fairseq here: run scripts/setup.sh, or bring the wheels (.whl/, see the top of this script)"; exit 1
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-[ -f commit.manifest ] && export FAIRSEQ_COMPGEN_COMMIT_MANIFEST="$PWD/commit.manifest"
+if [ -f commit.manifest ]; then
+  export FAIRSEQ_COMPGEN_COMMIT_MANIFEST="$PWD/commit.manifest"
+  mismatch=$("$PY" -c "from fairseq_compgen.pipelines.train import manifest_mismatch; print(manifest_mismatch('.') or '')") ||
+    { echo "oneshot: commit.manifest could not be read (above)"; exit 1; }
+  if [ -n "$mismatch" ] && [ "${DIRTY_OK:-0}" != 1 ]; then
+    echo "oneshot: this tree is not the commit that commit.manifest names ($mismatch): its runs would record" \
+      "\"$(head -n 1 commit.manifest) dirty\" and campaign/gpu_import.py would refuse them; write the manifest of" \
+      "what is sent (the top of this script), or DIRTY_OK=1 to train anyway"
+    exit 1
+  fi
+fi
 fcg() { "$PY" -m fairseq_compgen.cli "$@"; }  # not `compgen`: bash has a builtin of that name
 [ "${CPU:-0}" = 1 ] || nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 

@@ -162,3 +162,22 @@ def test_the_default_prep_makes_the_default_sweeps_data(tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
     data = tmp_path / load_spec(sweep)["datasets"][only.split("/")[0]]["data"]
     assert {"dict.src.txt", "train.src-tgt.src.bin", "gen.src-tgt.tgt.idx"} <= {f.name for f in data.iterdir()}
+
+
+def test_a_tree_that_is_not_its_manifests_commit_stops_before_training(tmp_path):
+    """A tree sent with a commit.manifest that does not describe it (a file missing or changed: 2026-11-28, a tree sent
+    without results/ and a manifest listing them) stops before anything trains, naming the file, since its runs would
+    record "dirty" and campaign/gpu_import.py would refuse them."""
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy2(REPO / "scripts" / "gpu_oneshot.sh", tree / "scripts")
+    (tree / "fairseq_compgen").symlink_to(REPO / "fairseq_compgen")
+    (tree / ".venv").symlink_to(REPO / ".venv")
+    (tree / "commit.manifest").write_text(f"{'a' * 40}\n100644 blob {'b' * 40}\tscripts/gpu_oneshot.sh\n"
+                                          f"100644 blob {'c' * 40}\tresults/campaign/x/done.json\n")
+    env = dict(os.environ, CPU="1", OUT=str(tmp_path / "out"), RUNS=str(tmp_path / "runs"), PREP="")
+    p = subprocess.run(["bash", "scripts/gpu_oneshot.sh", "no_such_sweep.yaml", "scan/*"], cwd=tree, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "oneshot: this tree is not the commit that commit.manifest names (scripts/gpu_oneshot.sh: differs)" in p.stdout
+    assert f"\"{'a' * 40} dirty\"" in p.stdout and not (tmp_path / "runs").exists()

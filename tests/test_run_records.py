@@ -154,10 +154,11 @@ def test_a_copy_without_git_is_its_commit_only_when_the_manifest_checks_out(tmp_
     assert train.manifest_commit(repo) == head
     monkeypatch.setenv(train.MANIFEST_ENV, str(repo / train.MANIFEST))  # what gpu_oneshot.sh sets
     assert train.commit() == head
+    assert train.manifest_mismatch(repo) is None
     (repo / "pkg" / "a.py").write_text("x = 2\n")
-    assert train.manifest_commit(repo) == head + " dirty"
+    assert train.manifest_commit(repo) == head + " dirty" and train.manifest_mismatch(repo) == "pkg/a.py: differs"
     (repo / "pkg" / "a.py").unlink()
-    assert train.manifest_commit(repo) == head + " dirty"
+    assert train.manifest_commit(repo) == head + " dirty" and train.manifest_mismatch(repo) == "pkg/a.py: missing"
     assert train.manifest_commit(tmp_path) is None
 
 

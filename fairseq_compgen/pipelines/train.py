@@ -306,9 +306,15 @@ def manifest_commit(root: Path) -> Optional[str]:
     path = Path(root) / MANIFEST
     if not path.is_file():
         return None
-    lines = path.read_text().splitlines()
-    sha, dirty = lines[0].strip(), False
-    for n, line in enumerate(lines[1:], 2):
+    return path.read_text().splitlines()[0].strip() + (" dirty" if manifest_mismatch(root) else "")
+
+
+def manifest_mismatch(root: Path) -> Optional[str]:
+    """The first file that ROOT/commit.manifest lists and ROOT does not hold as listed ("PATH: missing" or "PATH:
+    differs"), None when every one matches. A manifest lists what was sent: one written for a tree sent without
+    results/ (the device tool's 64 MiB) leaves results/ out (`git ls-tree -r HEAD | grep -v $'\tresults/'`)."""
+    path = Path(root) / MANIFEST
+    for n, line in enumerate(path.read_text().splitlines()[1:], 2):
         try:
             meta, name = line.split("\t", 1)
             mode, kind, blob = meta.split()
@@ -320,12 +326,10 @@ def manifest_commit(root: Path) -> Optional[str]:
         try:
             data = os.readlink(f).encode() if mode == "120000" else f.read_bytes()
         except OSError:
-            dirty = True
-            break
+            return f"{name}: missing"
         if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
-            dirty = True
-            break
-    return sha + (" dirty" if dirty else "")
+            return f"{name}: differs"
+    return None
 
 
 def machine(cpu: bool) -> str:
