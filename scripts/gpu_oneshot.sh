@@ -28,7 +28,7 @@
 # on a clean checkout first and carry it; each run then records that commit, checked there file by file
 # (fairseq_compgen/pipelines/train.py: manifest_commit), not what git says there. The manifest lists what is sent: a
 # tree sent without results/ (2026-11-28: the tracked files passed the device tool's 64 MiB) needs one without it
-# (`git ls-tree -r HEAD | grep -v $'\tresults/' >> commit.manifest`), else every run records "dirty" and
+# (campaign/device_tree.sh slim writes it), else every run records "dirty" and
 # campaign/gpu_import.py refuses it. So the script checks the tree against the manifest before anything trains and
 # stops, naming the first file that is missing or differs, unless DIRTY_OK=1.
 #

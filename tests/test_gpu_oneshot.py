@@ -181,3 +181,37 @@ def test_a_tree_that_is_not_its_manifests_commit_stops_before_training(tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "oneshot: this tree is not the commit that commit.manifest names (scripts/gpu_oneshot.sh: differs)" in p.stdout
     assert f"\"{'a' * 40} dirty\"" in p.stdout and not (tmp_path / "runs").exists()
+
+
+def test_a_slim_tree_goes_without_results_and_is_its_manifests_commit(tmp_path):
+    """campaign/device_tree.sh: `slim` leaves results/ behind (out of the index, ignored) and writes the manifest of
+    what is sent, which a copy of exactly those files passes; `restore` gives back the index, the exclude file and
+    no manifest; a checkout with uncommitted changes is refused."""
+    from fairseq_compgen.pipelines.train import manifest_mismatch
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    shutil.copy2(REPO / "campaign" / "device_tree.sh", repo / "campaign")  # this tree's script, committed there
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True).stdout
+    git("add", "campaign/device_tree.sh")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "this tree's script")
+    exclude = (repo / ".git" / "info" / "exclude").read_bytes()
+    slim = subprocess.run(["bash", "campaign/device_tree.sh", "slim"], cwd=repo, capture_output=True, text=True)
+    assert slim.returncode == 0 and "results/ stays behind" in slim.stdout, slim.stdout + slim.stderr
+    sent = git("ls-files").split("\n") + git("ls-files", "--others", "--exclude-standard").split("\n")
+    assert not any(f.startswith("results/") for f in sent) and "commit.manifest" not in sent
+    copy = tmp_path / "sent"  # what the device tool copies, with the manifest carried along
+    for f in filter(None, sent):
+        (copy / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / f, copy / f, follow_symlinks=False)
+    shutil.copy2(repo / "commit.manifest", copy)
+    assert manifest_mismatch(copy) is None
+    assert (repo / "commit.manifest").read_text().split("\n")[0] == git("rev-parse", "HEAD").strip()
+    again = subprocess.run(["bash", "campaign/device_tree.sh", "slim"], cwd=repo, capture_output=True, text=True)
+    assert again.returncode == 1 and "already slim" in again.stderr
+    restore = subprocess.run(["bash", "campaign/device_tree.sh", "restore"], cwd=repo, capture_output=True, text=True)
+    assert restore.returncode == 0, restore.stderr
+    assert git("status", "--porcelain") == "" and (repo / ".git" / "info" / "exclude").read_bytes() == exclude
+    (repo / "README.md").write_text("changed\n")
+    dirty = subprocess.run(["bash", "campaign/device_tree.sh", "slim"], cwd=repo, capture_output=True, text=True)
+    assert dirty.returncode == 1 and "uncommitted changes" in dirty.stderr and not (repo / "commit.manifest").exists()
