@@ -59,6 +59,19 @@ configurations:
                                    "campaign/tiny.yaml scan/*/seed1\n"})
 
 
+def _one_run_trained(tmp_path, scan_bin):
+    """The tiny clone with a one-run queue (seed 1) committed at HEAD, its run trained and recorded by the campaign,
+    then the clone reset to HEAD: the run's folder in the state folder, nothing of it in the repository."""
+    repo, state, _ = _tiny_clone(tmp_path, scan_bin)
+    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
+    _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    p = _campaign(repo, state)
+    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
+    _git(repo, "reset", "-q", "--hard", head)
+    return repo, state, head
+
+
 def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
     repo, state, head = _tiny_clone(tmp_path, scan_bin)
 
@@ -392,13 +405,7 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     instead of training from scratch, and the commit that records the run removes its carried folder. The unfinished
     run is a finished run of the tiny queue whose done.json and evaluations were removed: resumed, it finds the
     carried checkpoint at update 6, its last, and goes on to evaluation."""
-    repo, state, head = _tiny_clone(tmp_path, scan_bin)
-    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
-    _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
-    head = _git(repo, "rev-parse", "HEAD").strip()
-    p = _campaign(repo, state)
-    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
-    _git(repo, "reset", "-q", "--hard", head)  # as if the run had not finished: no results, no done.json
+    repo, state, head = _one_run_trained(tmp_path, scan_bin)  # as if it had not finished: no results, no done.json
     run = state / "runs" / "tiny" / "scan" / "rel_uni" / "seed1"
     (run / "done.json").unlink()
     shutil.rmtree(run / "eval")
@@ -446,13 +453,7 @@ def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin,
     checkpoint (update 6, its last) instead of training from scratch."""
     import tarfile
 
-    repo, state, head = _tiny_clone(tmp_path, scan_bin)
-    (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
-    _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
-    head = _git(repo, "rev-parse", "HEAD").strip()
-    p = _campaign(repo, state)
-    assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
-    _git(repo, "reset", "-q", "--hard", head)  # as if it had not finished here: it is the GPU's run now
+    repo, state, head = _one_run_trained(tmp_path, scan_bin)  # as if it had not finished here: the GPU's run now
     tree = tmp_path / "carry"
     for seed, commit in ((1, head), (2, head + " dirty")):
         gpu_run = tree / "tiny" / "scan" / "rel_uni" / f"seed{seed}"
