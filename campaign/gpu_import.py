@@ -156,7 +156,7 @@ def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
 
 def unpack(source: Path, scratch: Path):
     """The folder a one-shot's results.tar.gz, carry.tar.part00.. (given together, joined in name order) or unpacked
-    folder holds; None (with a message) for anything else."""
+    folder holds; None for anything else."""
     if source.is_dir():
         return source
     parts = sorted(source.parent.glob(source.name[:-2] + "[0-9][0-9]")) if source.name[-2:].isdigit() else [source]

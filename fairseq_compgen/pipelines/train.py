@@ -311,8 +311,8 @@ def manifest_commit(root: Path) -> Optional[str]:
 
 def manifest_mismatch(root: Path) -> Optional[str]:
     """The first file that ROOT/commit.manifest lists and ROOT does not hold as listed ("PATH: missing" or "PATH:
-    differs"), None when every one matches. A manifest lists what was sent: one written for a tree sent without
-    results/ (the device tool's 64 MiB) leaves results/ out (`git ls-tree -r HEAD | grep -v $'\tresults/'`)."""
+    differs"), None when every one matches. A manifest lists what was sent: one for a tree sent without results/
+    (the device tool's 64 MiB) leaves results/ out (campaign/device_tree.sh slim writes it so)."""
     path = Path(root) / MANIFEST
     for n, line in enumerate(path.read_text().splitlines()[1:], 2):
         try:
