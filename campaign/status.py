@@ -1,7 +1,8 @@
 """Where the campaign stands: every step of the queue files, read as scripts/campaign.sh reads them, with how many of
 its runs are recorded under results/campaign/ (done), which are under way in the state folder (the last update
 their train.log reached), and how many are left; then the totals over the distinct runs of all the queues, and the
-training time still to come, estimated from the recorded runs.
+training time still to come, estimated from the recorded runs; last, the step a lent GPU should take: of those with
+no run begun or done anywhere, the one nearest the end of its queue (the lanes reach it last).
 
     python campaign/status.py                          # campaign/queue*.txt; state folder ../campaign beside the checkout
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
@@ -177,13 +178,15 @@ def main(argv=None) -> int:
     pace = recorded_pace(results)
     alike = recorded_alike(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
+    untouched = {}  # (sweep file, glob) -> (lines after it in its queue, at the fewest; its runs' keys)
     cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
         if not queue.is_file():
             print(f"status.py: --queue {queue}: no such file", file=sys.stderr)
             return 2
         print(f"{queue.name}:")
-        for number, sweep_file, glob in steps(queue):
+        listed = list(steps(queue))
+        for position, (number, sweep_file, glob) in enumerate(listed):
             spec = sweep.load_sweep(REPO / sweep_file)
             name = Path(sweep_file).stem
             runs = sweep.select(sweep.plan(spec, a.state / "runs" / name, cpu=True), [glob])
@@ -216,6 +219,9 @@ def main(argv=None) -> int:
                 else:
                     left.append(run.name)
                     seen.setdefault(key, "left")
+            after = len(listed) - 1 - position
+            keys = [f"{name}/{run.name}" for run in runs]
+            untouched[(sweep_file, glob)] = (min(after, untouched.get((sweep_file, glob), (after,))[0]), keys)
             line = f"  {number:3d} {sweep_file} {glob}: {len(done)}/{len(runs)} done"
             if going:
                 line += "; under way: " + ", ".join(going)
@@ -231,6 +237,15 @@ def main(argv=None) -> int:
           f"recorded runs like them (or the pace per update of runs of the same model, data and flags, or their own "
           f"pace so far, or runs of other models on the same data, recipe and flags; runs under way: the part of "
           f"their budget left); {len(todo) - len(known)} runs with none to go by")
+    # a lent GPU takes a step that no lane has begun, the one the lanes reach last (docs/experiments.md, the runbook)
+    fresh = [(after, step, keys) for step, (after, keys) in untouched.items()
+             if keys and all(seen.get(k) == "left" for k in keys)]
+    if fresh:
+        after, (sweep_file, glob), keys = min(fresh, key=lambda f: f[0])
+        print(f"for a lent GPU (no run begun, the lanes reach it last): {sweep_file} '{glob}' ({len(keys)} "
+              f"run{'s' if len(keys) != 1 else ''})")
+    else:
+        print("for a lent GPU: every step has a run begun or done (a lane would train the same runs)")
     return 0
 
 

@@ -294,7 +294,8 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed), or
     for a run under way with nothing like it recorded, from its own pace (its command's --max-epoch, the last one
     given), or from a recorded run of another arch on the same data, recipe and flags; a run under way counts the
-    part of its budget left; a missing queue file is one line and exit 2."""
+    part of its budget left; the step for a lent GPU is the last with no run begun; a missing queue file is one line
+    and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n"
@@ -366,7 +367,10 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         "training time to come: about 85.3 core-hours for 7 runs at the median of the recorded runs like them (or "
         "the pace per update of runs of the same model, data and flags, or their own pace so far, or runs of other "
         "models on the same data, recipe and flags; runs under way: the part of their budget left); 0 runs with none "
-        "to go by"]
+        "to go by",
+        # steps 6 and 7 have no run begun; 7 is the queue's last
+        "for a lent GPU (no run begun, the lanes reach it last): campaign/chaabouni_jump_columns.yaml 'jump/sag/seed1' "
+        "(1 run)"]
     # the Transformer's own pace, had nothing else been recorded: 0.5 h for 25 of its 250 epochs, 5 h in all (the
     # later, resumed invocation's summary counting)
     import importlib.util
