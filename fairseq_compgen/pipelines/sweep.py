@@ -75,6 +75,7 @@ from __future__ import annotations
 import argparse
 import copy
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -184,14 +185,26 @@ class Run:
         this run's data folder's: the same run, moved from another machine (campaign/carry.py, or a run begun on a
         lent GPU and handed to the CPU lanes by campaign/gpu_import.py). fairseq-compgen train compares the files
         again when it resumes (train.check_resume), and its command.history names the new folder."""
-        from fairseq_compgen.pipelines.train import data_fingerprint, same_data_key
+        from fairseq_compgen.pipelines.train import same_data_key
 
         record = self.path / "data.json"
         if not record.is_file() or not Path(self.data).is_dir():
             return False
         trained = read_json(record, "the sha256 of the data files the run trained on (fairseq-compgen train)")
         trained_on = same_data_key(trained) if isinstance(trained, dict) else None
-        return trained_on is not None and trained_on == same_data_key(data_fingerprint(Path(self.data)))
+        folder = Path(self.data).resolve()
+        stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file())
+        return trained_on is not None and trained_on == _data_key(str(folder), stamp)
+
+
+@functools.lru_cache(maxsize=None)
+def _data_key(folder: str, stamp: tuple) -> str:
+    """train.same_data_key of the data folder's files, hashed once per folder and process while its files' names,
+    sizes and times (`stamp`) stay the same: a sweep's runs share a few data folders, and a large corpus takes
+    seconds to hash."""
+    from fairseq_compgen.pipelines.train import data_fingerprint, same_data_key
+
+    return same_data_key(data_fingerprint(Path(folder)))
 
 
 def load_sweep(path) -> dict:
