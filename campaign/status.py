@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     pace = recorded_pace(results)
     alike = recorded_alike(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
-    untouched = {}  # (sweep file, glob) -> (lines after it in its queue, at the fewest; its runs' keys)
+    step_runs = {}  # (sweep file, glob) -> (lines after it in its queue, at the fewest; its runs' keys)
     cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
         if not queue.is_file():
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
                     seen.setdefault(key, "left")
             after = len(listed) - 1 - position
             keys = [f"{name}/{run.name}" for run in runs]
-            untouched[(sweep_file, glob)] = (min(after, untouched.get((sweep_file, glob), (after,))[0]), keys)
+            step_runs[(sweep_file, glob)] = (min(after, step_runs.get((sweep_file, glob), (after,))[0]), keys)
             line = f"  {number:3d} {sweep_file} {glob}: {len(done)}/{len(runs)} done"
             if going:
                 line += "; under way: " + ", ".join(going)
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
           f"pace so far, or runs of other models on the same data, recipe and flags; runs under way: the part of "
           f"their budget left); {len(todo) - len(known)} runs with none to go by")
     # a lent GPU takes a step that no lane has begun, the one the lanes reach last (docs/experiments.md, the runbook)
-    fresh = [(after, step, keys) for step, (after, keys) in untouched.items()
+    fresh = [(after, step, keys) for step, (after, keys) in step_runs.items()
              if keys and all(seen.get(k) == "left" for k in keys)]
     if fresh:
         after, (sweep_file, glob), keys = min(fresh, key=lambda f: f[0])
