@@ -505,6 +505,13 @@ def worker(argv: List[str]) -> int:
         args = [*args, "--distributed-world-size", world, "--distributed-rank", rank,
                 "--distributed-init-method", "env://", "--distributed-no-spawn", *CPU_DIST]
     run_fairseq_train(args)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # the group's threads joined here rather than torn down at interpreter exit, where a CPU rank was once seen
+        # to abort after training had finished (2026-11-28, CI: "terminate called without an active exception",
+        # SIGABRT, and torchrun's exit status 1); torch asks for this call before a program exits
+        dist.destroy_process_group()
     return 0
 
 
