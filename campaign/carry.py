@@ -41,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import LOCK, RECORDS  # noqa: E402  the sweep's lock file; a run's records
 from fairseq_compgen.pipelines.train import checkpoint_updates  # noqa: E402
 
@@ -160,8 +161,6 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
 def restore(repo: Path, state: Path, queues=()) -> int:
     """Put each carried run back into STATE/runs where it has no checkpoint and no live sweep holds it; with
     `queues` (queue files), only the runs of the sweeps they run (a lane restores what its queue trains)."""
-    from campaign.status import steps  # the queue files read as scripts/campaign.sh reads them
-
     sweeps = {Path(sweep_file).stem for queue in queues for _, sweep_file, _ in steps(queue)}
     root = repo / CARRY
     for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")):

@@ -45,7 +45,7 @@ from campaign.status import steps  # noqa: E402  the queue files read as scripts
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
 from fairseq_compgen.pipelines.sweep import data_folder  # noqa: E402
 from fairseq_compgen.pipelines.sweep_schema import load_spec  # noqa: E402
-from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files  # noqa: E402
+from fairseq_compgen.pipelines.train import recorded_data_key  # noqa: E402
 
 GPU = Path("results") / "campaign_gpu"  # relative to the repository
 CPU = Path("results") / "campaign"
@@ -62,24 +62,17 @@ def finished_runs(tree: Path):
         yield done.parent.relative_to(tree).as_posix(), done.parent
 
 
-def data_hashes(path: Path):
-    """The data a data.sha256 (sha256sum's lines) lists, as `fairseq-compgen aggregate` compares runs' data
-    (train.same_data_key: the files, fairseq-preprocess's log aside, since it holds the folder's path and differs
-    wherever the same data is prepared); None when absent."""
-    files = sha256sum_files(path)
-    return None if files is None else same_data_key({"files": files})
-
-
 def cpu_data(repo: Path, rel: str, sweeps: dict):
-    """(the data hashes (data_hashes) of a CPU run to compare with, "<sweep>/<dataset>" it is of), or (None, None):
-    a CPU run of the same sweep and dataset (they all trained on one data folder's files, prepared again on each new
+    """(the data a CPU run trained on, to compare with: train.recorded_data_key, its files but fairseq-preprocess's
+    log, which names the folder's path and differs wherever the same data is prepared; "<sweep>/<dataset>" it is
+    of), or (None, None): a CPU run of the same sweep and dataset (they all trained on one data folder's files, prepared again on each new
     machine), else one of another campaign sweep whose file declares the same data folder (`data:`) for a dataset
     (a sweep whose runs all trained on a lent GPU, beside one that ran here on the same data)."""
     sweep, dataset = rel.split("/")[:2]
 
     def first_cpu_run(name, d):
         found = sorted((repo / CPU / name / d).glob("*/seed*/data.sha256"))
-        return (data_hashes(found[0]), f"{name}/{d}") if found else None
+        return (recorded_data_key(found[0].parent), f"{name}/{d}") if found else None
 
     own = first_cpu_run(sweep, dataset)
     if own:  # the usual case: no sweep file needs reading
@@ -94,30 +87,19 @@ def cpu_data(repo: Path, rel: str, sweeps: dict):
 
 
 def refusal(repo: Path, rel: str, run: Path, sweeps: dict):
-    """Why this finished GPU run cannot be recorded, or None."""
+    """Why this GPU run (finished, or carried to be handed over) cannot be recorded, or None."""
     if rel.split("/")[0] not in sweeps:
         return f"{rel}: not a run of a campaign sweep (the queues name {', '.join(sorted(sweeps))})"
     commits = trained_at(run)  # every commit a resumed run trained at, not only its first
     unclean = [c for c in commits if c.endswith(" dirty") or c.startswith("unknown")]
     if not commits or unclean:
         return f"{rel}: trained on {unclean[0] if unclean else 'an unrecorded commit'}, not a clean commit"
-    mine, (theirs, of) = run_data(run), cpu_data(repo, rel, sweeps)
+    mine, (theirs, of) = recorded_data_key(run), cpu_data(repo, rel, sweeps)
     if mine is None:
         return f"{rel}: no data.sha256 or data.json: its data cannot be checked"
     if theirs is not None and mine != theirs:
-        source = "data.sha256" if (run / "data.sha256").is_file() else "data.json"
+        source = "data.json" if (run / "data.json").is_file() else "data.sha256"
         return f"{rel}: its data ({source}) differs from the CPU runs' of {of}"
-    return None
-
-
-def run_data(run: Path):
-    """The data a GPU run trained on (data_hashes): the one-shot's data.sha256, else (a carried run, which the
-    one-shot packs with the records alone) fairseq-compgen train's data.json; None without either."""
-    if (run / "data.sha256").is_file():
-        return data_hashes(run / "data.sha256")
-    if (run / "data.json").is_file():
-        record = json.loads((run / "data.json").read_text())
-        return same_data_key(record) if isinstance(record, dict) else None
     return None
 
 
@@ -176,37 +158,57 @@ def unpack(source: Path, scratch: Path):
     return tree
 
 
-def hand_over(repo: Path, tree: Path, sweeps: dict) -> int:
-    """--carried: each unfinished run of a slice's carry (checkpoint_last.pt and no done.json) goes under
-    results/campaign/_carry/, as campaign/carry.py saves a lane's, so that the CPU lanes resume it (carry.py restore,
-    then the sweep, which accepts its data folder there when it holds the files of the run's data.json) instead of
-    training it again; refused as a finished run is (refusal). Skipped: a run recorded, or carried already at the
-    same or a later update. Returns the number refused."""
+def import_each(repo: Path, runs, sweeps: dict, put) -> int:
+    """For each (<sweep>/<dataset>/<config>/seedK, its folder) of `runs`: skipped when recorded already, refused
+    (refusal) with its reason, else put(rel, run), which commits it and returns the commit message (or None when it
+    skipped the run and said why). Returns the number refused, git's failures included (a rerun commits them)."""
     refused = 0
-    for ck in sorted(tree.glob(f"*/*/*/seed*/{CHECKPOINT}")):
-        run = ck.parent
-        rel = run.relative_to(tree).as_posix()
-        if (run / DONE).exists():
-            continue  # a finished run: the results.tar.gz records it
-        if recorded(repo, rel):
-            print(f"gpu_import: {rel}: already recorded, its carried checkpoint skipped")
+    for rel, run in runs:
+        if recorded(repo, rel):  # committed; a copy left uncommitted by a failed commit is done again
+            print(f"gpu_import: {rel}: already recorded, skipped")
             continue
         why = refusal(repo, rel, run, sweeps)
         if why:
             print(f"gpu_import: refused {why}", file=sys.stderr)
             refused += 1
             continue
-        updates, there = num_updates(ck), repo / CARRY / rel / CHECKPOINT
-        if there.is_file() and num_updates(there) >= updates:
-            print(f"gpu_import: {rel}: carried already at update {num_updates(there)} (this one: {updates}), skipped")
-            continue
-        machine = json.loads((run / "machine.txt").read_text()) if (run / "machine.txt").is_file() else {}
         try:
-            print(f"gpu_import: {carry(repo, rel, run, machine.get('gpu') or 'a GPU')[1]}")
-        except RuntimeError as e:  # git kept failing: a rerun commits it
+            message = put(rel, run)
+        except RuntimeError as e:  # git kept failing
             print(f"gpu_import: {rel}: {e}", file=sys.stderr)
             refused += 1
+            continue
+        if message:
+            print(f"gpu_import: {message}")
     return refused
+
+
+def record_finished(repo: Path, source: Path, tree: Path, sweeps: dict) -> int:
+    """Each finished run of a slice's results (its unpacked `tree`) recorded under results/campaign_gpu/ (record).
+    Returns the number refused."""
+    finished = list(finished_runs(tree))
+    if not finished:
+        print(f"gpu_import: {source}: no finished run (<sweep>/<dataset>/<config>/seedK/done.json) in it")
+    return import_each(repo, finished, sweeps, lambda rel, run: record(repo, rel, run, tree))
+
+
+def hand_over(repo: Path, tree: Path, sweeps: dict) -> int:
+    """--carried: each unfinished run of a slice's carry (checkpoint_last.pt and no done.json) goes under
+    results/campaign/_carry/, as campaign/carry.py saves a lane's, so that the CPU lanes resume it (carry.py restore,
+    then the sweep, which accepts its data folder there when it holds the files of the run's data.json) instead of
+    training it again; refused as a finished run is. Skipped also: a run carried already at the same or a later
+    update. Returns the number refused."""
+    def put(rel, run):
+        updates, there = num_updates(run / CHECKPOINT), repo / CARRY / rel / CHECKPOINT
+        if there.is_file() and num_updates(there) >= updates:
+            print(f"gpu_import: {rel}: carried already at update {num_updates(there)} (this one: {updates}), skipped")
+            return None
+        machine = json.loads((run / "machine.txt").read_text()) if (run / "machine.txt").is_file() else {}
+        return carry(repo, rel, run, machine.get("gpu") or "a GPU")[1]
+
+    unfinished = [(ck.parent.relative_to(tree).as_posix(), ck.parent)
+                  for ck in sorted(tree.glob(f"*/*/*/seed*/{CHECKPOINT}")) if not (ck.parent / DONE).exists()]
+    return import_each(repo, unfinished, sweeps, put)
 
 
 def main(argv=None) -> int:
@@ -227,26 +229,8 @@ def main(argv=None) -> int:
                 print(f"gpu_import: {source}: expected a one-shot's results.tar.gz, carry.tar.part00 or an unpacked "
                       f"folder of either", file=sys.stderr)
                 return 2
-            if i >= len(a.results):
-                refused += hand_over(a.repo, tree, sweeps)
-                continue
-            finished = list(finished_runs(tree))
-            if not finished:
-                print(f"gpu_import: {source}: no finished run (<sweep>/<dataset>/<config>/seedK/done.json) in it")
-            for rel, run in finished:
-                if recorded(a.repo, rel):  # committed; a copy left uncommitted by a failed commit is done again
-                    print(f"gpu_import: {rel}: already recorded, skipped")
-                    continue
-                why = refusal(a.repo, rel, run, sweeps)
-                if why:
-                    print(f"gpu_import: refused {why}", file=sys.stderr)
-                    refused += 1
-                    continue
-                try:
-                    print(f"gpu_import: {record(a.repo, rel, run, tree)}")
-                except RuntimeError as e:  # git kept failing: the copy stays, a rerun commits it
-                    print(f"gpu_import: {rel}: {e}", file=sys.stderr)
-                    refused += 1
+            carried = i >= len(a.results)
+            refused += hand_over(a.repo, tree, sweeps) if carried else record_finished(a.repo, source, tree, sweeps)
     return 1 if refused else 0
 
 

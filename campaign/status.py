@@ -219,9 +219,9 @@ def main(argv=None) -> int:
                 else:
                     left.append(run.name)
                     seen.setdefault(key, "left")
-            after = len(listed) - 1 - position
-            keys = [f"{name}/{run.name}" for run in runs]
-            step_runs[(sweep_file, glob)] = (min(after, step_runs.get((sweep_file, glob), (after,))[0]), keys)
+            after = len(listed) - 1 - position  # steps after it in this queue; a step in two queues: the fewer
+            earlier = step_runs.get((sweep_file, glob), (after, None))[0]
+            step_runs[(sweep_file, glob)] = (min(after, earlier), [f"{name}/{run.name}" for run in runs])
             line = f"  {number:3d} {sweep_file} {glob}: {len(done)}/{len(runs)} done"
             if going:
                 line += "; under way: " + ", ".join(going)

@@ -602,7 +602,7 @@ def test_a_gpu_run_of_a_sweep_without_cpu_runs_is_checked_against_a_sweep_on_the
     cpu.mkdir(parents=True)
     (cpu / "data.sha256").write_text(f"{'a' * 64}  train.src-tgt.src.bin\n")
     hashes, of = gpu_import.cpu_data(tmp_path, "gpu_only/jump/x/seed1", sweeps)
-    assert of == "here/jump" and hashes == gpu_import.data_hashes(cpu / "data.sha256")
+    assert of == "here/jump" and hashes == gpu_import.recorded_data_key(cpu)
     assert gpu_import.cpu_data(tmp_path, "other/jump/x/seed1", sweeps) == (None, None)
     # `data:` compared with its placeholders filled ({name}: the dataset's name), as the sweep plans it
     (tmp_path / "campaign" / "templated.yaml").write_text(

@@ -191,13 +191,9 @@ def data_sha256(run: dict) -> Optional[str]:
     """The data a run trained on, as recorded in its data.json (written by fairseq-compgen train), else in the
     campaign's data.sha256 (every file of the data folder), and compared by `train.same_data_key` (the data files,
     fairseq-preprocess's log aside); None for runs made before either was recorded."""
-    from fairseq_compgen.pipelines.train import same_data_key, sha256sum_files
+    from fairseq_compgen.pipelines.train import recorded_data_key
 
-    path = Path(run["dir"]) / "data.json"
-    if path.is_file():
-        return same_data_key(json.loads(path.read_text()))
-    files = sha256sum_files(Path(run["dir"]) / "data.sha256")
-    return same_data_key({"files": files}) if files is not None else None
+    return recorded_data_key(Path(run["dir"]))
 
 
 def check_alike(runs: List[dict], pooled: bool = True) -> None:

@@ -185,15 +185,13 @@ class Run:
         this run's data folder's: the same run, moved from another machine (campaign/carry.py, or a run begun on a
         lent GPU and handed to the CPU lanes by campaign/gpu_import.py). fairseq-compgen train compares the files
         again when it resumes (train.check_resume), and its command.history names the new folder."""
-        from fairseq_compgen.pipelines.train import same_data_key
+        from fairseq_compgen.pipelines.train import recorded_data_key
 
-        record = self.path / "data.json"
-        if not record.is_file() or not Path(self.data).is_dir():
+        if not (self.path / "data.json").is_file() or not Path(self.data).is_dir():
             return False
-        trained = read_json(record, "the sha256 of the data files the run trained on (fairseq-compgen train)")
-        trained_on = same_data_key(trained) if isinstance(trained, dict) else None
-        folder = Path(self.data).resolve()
-        stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file())
+        trained_on, folder = recorded_data_key(self.path), Path(self.data).resolve()
+        stamp = tuple((f.name, st.st_size, st.st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()
+                      for st in [f.stat()])
         return trained_on is not None and trained_on == _data_key(str(folder), stamp)
 
 

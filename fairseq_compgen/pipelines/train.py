@@ -110,6 +110,20 @@ def sha256sum_files(path: Path) -> Optional[dict]:
     return {os.path.basename(name.strip()): digest for digest, name in lines}
 
 
+def recorded_data_key(run: Path) -> Optional[str]:
+    """The data a run folder trained on, as same_data_key gives it: from its data.json (fairseq-compgen train), else
+    from the campaign's or the GPU one-shot's data.sha256 (every file of its data folder); None without either. One
+    reader for the sweep (a moved run), the aggregator (runs pooled) and campaign/gpu_import.py."""
+    from fairseq_compgen.errors import read_json
+
+    if (Path(run) / "data.json").is_file():
+        record = read_json(Path(run) / "data.json", "the sha256 of the data files the run trained on "
+                                                     "(fairseq-compgen train)")
+        return same_data_key(record) if isinstance(record, dict) else None
+    files = sha256sum_files(Path(run) / "data.sha256")
+    return same_data_key({"files": files}) if files is not None else None
+
+
 def fairseq_options(words: Sequence[str]) -> dict:
     """The options of a fairseq-train command line (words[0] is the program), the last of a repeated option
     winning as in argparse; a flag without a value is True; positional words (the data folder) are left out."""
