@@ -19,7 +19,6 @@ it, so `fairseq-compgen --help` answers at once.
 """
 from __future__ import annotations
 
-import atexit
 import importlib
 import os
 import sys
@@ -112,7 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
-    from fairseq_compgen.errors import Interrupted
+    from fairseq_compgen.errors import Interrupted, exit_before_finalizing
 
     try:
         rc = getattr(importlib.import_module(module), function)(argv[1:])
@@ -124,24 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C: one line, what was kept (the command says) and 130
         what = str(e) if isinstance(e, Interrupted) else "rerun the same command to resume"
         print(f"fairseq_compgen: interrupted: {what}", file=sys.stderr)
-        _exit_before_finalizing(130)
+        exit_before_finalizing(130)
     return int(rc or 0)
-
-
-def _exit_before_finalizing(rc: int) -> None:
-    """Exit with RC once the exit handlers have run (fairseq's TensorBoard writers close there) and the output is
-    flushed, but without Python's finalization. fairseq's batch iterator prefetches on a daemon thread
-    (`fairseq.data.iterators.BackgroundConsumer`); stopped mid-epoch, that thread can be inside a torch call when the
-    interpreter finalizes, and Python 3.11 then ends it with `pthread_exit` through torch's C++ frames: "terminate
-    called without an active exception", SIGABRT (-6) instead of 130. It did, 3 times in 15 Ctrl-Cs on a loaded
-    machine; a core dump showed that thread in `THPVariable_index_scalar` under `take_gil`."""
-    atexit._run_exitfuncs()  # what `sys.exit` would run first (Python's atexit docs: the handlers registered)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader that went away, or a closed stream: nothing left to say
-            pass
-    os._exit(rc)
 
 
 if __name__ == "__main__":

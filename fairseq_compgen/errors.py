@@ -10,6 +10,8 @@ was expected, no permission, a read-only or full disk: `_EXPECTED`). Every other
 """
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 
 
@@ -114,3 +116,21 @@ def read_json(path, expected: str):
     except ValueError as e:
         raise UsageError(f"{path}:{getattr(e, 'lineno', 1)}: not valid JSON ({getattr(e, 'msg', e)}): "
                          f"expected {expected}") from None
+
+
+def exit_before_finalizing(rc: int) -> None:
+    """Exit with RC once the exit handlers have run (fairseq's TensorBoard writers close there) and the output is
+    flushed, but without Python's finalization. fairseq's batch iterator prefetches on a daemon thread
+    (`fairseq.data.iterators.BackgroundConsumer`); stopped mid-epoch (by Ctrl-C, or by --max-update), that thread
+    can be inside a torch call when the interpreter finalizes, and Python 3.11 then ends it with `pthread_exit`
+    through torch's C++ frames: "terminate called without an active exception", SIGABRT (-6) instead of the status
+    meant. It did, 3 times in 15 Ctrl-Cs on a loaded machine (a core dump showed that thread in
+    `THPVariable_index_scalar` under `take_gil`), and once to a torchrun rank that had finished training (CI,
+    2026-11-28). Only for a process's last step: `fairseq-compgen` on Ctrl-C, a torchrun worker when it is done."""
+    atexit._run_exitfuncs()  # what `sys.exit` would run first (Python's atexit docs: the handlers registered)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a closed stream: nothing left to say
+            pass
+    os._exit(rc)

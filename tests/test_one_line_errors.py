@@ -310,6 +310,29 @@ def test_ctrl_c_during_training(scan_bin, tmp_path):
                                f"(checkpoint_last.pt); rerun the same command to resume")
 
 
+def test_a_process_ends_with_its_status_while_a_thread_is_inside_torch():
+    """`exit_before_finalizing` (Ctrl-C's 130, a torchrun rank's 0): with a daemon thread still running torch
+    operations, as fairseq's prefetching thread may be, the process ends with the status given, after its exit
+    handlers and with its output flushed (a line without a newline, to a pipe)."""
+    script = """if True:
+        import atexit, sys, threading, time, torch
+        from fairseq_compgen.errors import exit_before_finalizing
+        def busy():
+            x = torch.randn(64, 64)
+            while True:
+                x = torch.tanh(x @ x.T / 64)
+        threading.Thread(target=busy, daemon=True).start()
+        atexit.register(lambda: print("handler ran", file=sys.stderr))
+        time.sleep(0.3)
+        print("no newline", end="")
+        exit_before_finalizing(7)
+        print("not reached")"""
+    for _ in range(3):
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert (p.returncode, p.stdout) == (7, "no newline") and p.stderr.strip().endswith("handler ran"), p.stderr
+
+
 # -------------------------------------------------------------------------------------- found while hunting
 def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
     """fairseq reads --max-update 0 as no limit: with the recipe's epoch limit absent it trained until killed."""

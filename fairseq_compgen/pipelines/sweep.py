@@ -230,9 +230,9 @@ def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> N
                 raise UsageError(f"{path}: datasets.{dataset}.prep: {part.strip()!r}: expected fairseq-compgen prep "
                                  f"commands (joined by &&)")
             echo(f"sweep: preparing {dataset!r}: {shlex.join(words)}")
-            from fairseq_compgen import cli
+            from fairseq_compgen import prep
 
-            rc = cli.main(words[1:])
+            rc = prep.main(words[2:])
             if rc:
                 raise UsageError(f"{path}: datasets.{dataset}.prep: {shlex.join(words)} exited with {rc}")
 

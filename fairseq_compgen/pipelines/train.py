@@ -34,10 +34,10 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, NoReturn, Optional, Sequence
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder
+from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder, exit_before_finalizing
 
 PACKAGE = recipes.PACKAGE
 CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
@@ -509,7 +509,7 @@ def drop_copies_of_last(save: Path, best: bool = False) -> List[Path]:
     return gone
 
 
-def worker(argv: List[str]) -> int:
+def worker(argv: List[str]) -> NoReturn:
     """One torchrun process: fairseq-train with this rank's place in the group. On GPUs fairseq reads torchrun's
     environment itself; on CPU (--cpu-dist) its own inference divides by the GPU count, so the rank is given."""
     cpu = argv[:1] == ["--cpu-dist"]
@@ -526,7 +526,9 @@ def worker(argv: List[str]) -> int:
         # to abort after training had finished (2026-11-28, CI: "terminate called without an active exception",
         # SIGABRT, and torchrun's exit status 1); torch asks for this call before a program exits
         dist.destroy_process_group()
-    return 0
+    # a torchrun rank ends here: its batch iterator's prefetching thread may still be inside torch (max-update stops
+    # mid-epoch), which interpreter finalization can turn into SIGABRT after a finished training
+    exit_before_finalizing(0)
 
 
 if __name__ == "__main__":
