@@ -2,7 +2,9 @@
 its runs are recorded under results/campaign/ (done), which are under way in the state folder (the last update
 their train.log reached), and how many are left; then the totals over the distinct runs of all the queues, and the
 training time still to come, estimated from the recorded runs; last, the step a lent GPU should take: of those with
-no run begun or done anywhere, the one nearest the end of its queue (the lanes reach it last).
+no run begun or done anywhere, the one nearest the end of its queue (the lanes reach it last), and the runbook's
+steps for it (docs/experiments.md): what to make here first (wheels, the step's data folders), the device tool's
+call (its carry and command) and what to run after it.
 
     python campaign/status.py                          # campaign/queue*.txt; state folder ../campaign beside the checkout
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
@@ -32,7 +34,7 @@ from typing import Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fairseq_compgen import recipes  # noqa: E402
+from fairseq_compgen import prep, recipes  # noqa: E402
 from fairseq_compgen.pipelines import sweep  # noqa: E402
 from fairseq_compgen.pipelines.train import last  # noqa: E402
 from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_cpu, train_wall  # noqa: E402
@@ -163,6 +165,37 @@ def steps(queue: Path):
             yield number, first, rest.strip()
 
 
+def gpu_plan(sweep_file: str, glob: str, runs, state: Path, here: Path, jobs_max: int = 10):
+    """The runbook (docs/experiments.md) for a step on a lent GPU, as lines: the wheels and the step's data folders,
+    each here or how to make it (a copy of the lanes' folder in STATE, else the dataset's prep command), the device
+    tool's call, and what follows it. The data goes with the call (PREP empty), as the folder its prep writes."""
+    spec = sweep.load_sweep(REPO / sweep_file)
+    carry, ready = [".whl"], []
+    ready.append(".whl/ here" if any((here / ".whl").glob("*.whl")) else
+                 ".whl/ missing: the wheels of fairseq and its dependencies for the GPU machine's Python "
+                 "(on our machines: ../shared/tools/device-wheels.sh .whl; scripts/gpu_oneshot.sh's header)")
+    for dataset in sorted({run.dataset for run in runs}):
+        command = (spec["datasets"][dataset] or {}).get("prep") or ""
+        words = shlex.split(command.split("&&")[0])
+        folder = prep.output_folder(words[3:]) if words[:2] == ["fairseq-compgen", "prep"] else None
+        folder = folder or str(Path(next(r.data for r in runs if r.dataset == dataset)).parent)
+        carry.append(folder)
+        if (here / folder).is_dir():
+            ready.append(f"{folder}/ here")
+        elif (state / folder).is_dir():
+            ready.append(f"{folder}/ missing: cp -r {state / folder} {folder}")
+        else:
+            ready.append(f"{folder}/ missing: {command or 'its sweep file names no prep command'}")
+    carry.append("commit.manifest")
+    command = (f"PREP= PACK=1 JOBS={min(len(runs), jobs_max)} SLICE_S=470 bash scripts/gpu_oneshot.sh {sweep_file} "
+               f"{shlex.quote(glob)}")
+    return [f"  first, here: {'; '.join(ready)}; then, on the clean checkout: bash campaign/device_tree.sh slim",
+            f"  the call: carry={json.dumps(carry)}, command: {command} (a second call on the warm machine: the "
+            f"same with the SLICE_S its budget leaves)",
+            "  after it: bash campaign/device_tree.sh restore; python campaign/gpu_import.py FILES_AT/results.tar.gz "
+            "--carried FILES_AT/carry.tar.part00 (FILES_AT: the folder of the call's files, files_at in its reply)"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,6 +204,9 @@ def main(argv=None) -> int:
                    help="the campaign's state folder (default: ../campaign beside this checkout)")
     p.add_argument("--results", type=Path, default=REPO / "results" / "campaign",
                    help="where finished runs are recorded (default: results/campaign of this checkout)")
+    p.add_argument("--here", type=Path, default=REPO,
+                   help="the checkout a lent GPU's device tool sends, where its wheels and data must be (default: this "
+                        "one)")
     a = p.parse_args(argv)
     queues = a.queue or sorted((REPO / "campaign").glob("queue*.txt"))
     results = a.results
@@ -178,7 +214,7 @@ def main(argv=None) -> int:
     pace = recorded_pace(results)
     alike = recorded_alike(results)
     seen = {}  # sweep name/run -> "done" | "under way" | "left", over all queues
-    step_runs = {}  # (sweep file, glob) -> (lines after it in its queue, at the fewest; its runs' keys)
+    step_runs = {}  # (sweep file, glob) -> (lines after it in its queue, at the fewest; its runs' keys; its runs)
     cost = {}  # sweep name/run not done -> estimated training hours (None: nothing recorded to go by)
     for queue in queues:
         if not queue.is_file():
@@ -220,8 +256,8 @@ def main(argv=None) -> int:
                     left.append(run.name)
                     seen.setdefault(key, "left")
             after = len(listed) - 1 - position  # steps after it in this queue; a step in two queues: the fewer
-            earlier = step_runs.get((sweep_file, glob), (after, None))[0]
-            step_runs[(sweep_file, glob)] = (min(after, earlier), [f"{name}/{run.name}" for run in runs])
+            earlier = step_runs.get((sweep_file, glob), (after,))[0]
+            step_runs[(sweep_file, glob)] = (min(after, earlier), [f"{name}/{run.name}" for run in runs], runs)
             line = f"  {number:3d} {sweep_file} {glob}: {len(done)}/{len(runs)} done"
             if going:
                 line += "; under way: " + ", ".join(going)
@@ -238,12 +274,13 @@ def main(argv=None) -> int:
           f"pace so far, or runs of other models on the same data, recipe and flags; runs under way: the part of "
           f"their budget left); {len(todo) - len(known)} runs with none to go by")
     # a lent GPU takes a step that no lane has begun, the one the lanes reach last (docs/experiments.md, the runbook)
-    fresh = [(after, step, keys) for step, (after, keys) in step_runs.items()
+    fresh = [(after, step, keys, runs) for step, (after, keys, runs) in step_runs.items()
              if keys and all(seen.get(k) == "left" for k in keys)]
     if fresh:
-        after, (sweep_file, glob), keys = min(fresh, key=lambda f: f[0])
+        after, (sweep_file, glob), keys, runs = min(fresh, key=lambda f: f[0])
         print(f"for a lent GPU (no run begun, the lanes reach it last): {sweep_file} '{glob}' ({len(keys)} "
               f"run{'s' if len(keys) != 1 else ''})")
+        print("\n".join(gpu_plan(sweep_file, glob, runs, a.state, a.here)))
     else:
         print("for a lent GPU: every step has a run begun or done (a lane would train the same runs)")
     return 0

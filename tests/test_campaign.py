@@ -294,8 +294,9 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     over distinct runs; the training time to come from the recorded runs' train.log clocks (invocations summed), or
     for a run under way with nothing like it recorded, from its own pace (its command's --max-epoch, the last one
     given), or from a recorded run of another arch on the same data, recipe and flags; a run under way counts the
-    part of its budget left; the step for a lent GPU is the last with no run begun; a missing queue file is one line
-    and exit 2."""
+    part of its budget left; the step for a lent GPU is the last with no run begun, with the runbook's steps for it
+    (wheels and data here or how to make them, the device tool's call, what follows it); a missing queue file is one
+    line and exit 2."""
     queue = tmp_path / "queue.txt"
     queue.write_text("# two steps\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\ncampaign/park_kim_scan26_5k.yaml scan/*/seed2\n"
@@ -345,8 +346,13 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
                                                  | {"arch": "chaabouni_transformer_scan"}}))
     (alike / "train.log").write_text('2026-11-25 10:00:00 | INFO | train | {"epoch": 250, "train_loss": "0.1", '
                                      '"train_num_updates": "14500", "train_wall": "7200"}\n')
+    # the checkout a lent GPU would get: its wheels are made, the columns' data folder is not, but the lanes' is
+    here = tmp_path / "checkout"
+    (here / ".whl").mkdir(parents=True)
+    (here / ".whl/fairseq_fixed-0.12.3.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    (state / "data/scan_jump/addprim_jump/bin").mkdir(parents=True)
     p = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(state),
-                        "--results", str(results)], cwd=REPO, capture_output=True, text=True)
+                        "--results", str(results), "--here", str(here)], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [
         "queue.txt:",
@@ -370,7 +376,21 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
         "to go by",
         # steps 6 and 7 have no run begun; 7 is the queue's last
         "for a lent GPU (no run begun, the lanes reach it last): campaign/chaabouni_jump_columns.yaml 'jump/sag/seed1' "
-        "(1 run)"]
+        "(1 run)",
+        # the runbook for it: the data is copied from the lanes' state folder and goes with the call
+        f"  first, here: .whl/ here; data/scan_jump/ missing: cp -r {state}/data/scan_jump data/scan_jump; then, on the "
+        "clean checkout: bash campaign/device_tree.sh slim",
+        '  the call: carry=[".whl", "data/scan_jump", "commit.manifest"], command: PREP= PACK=1 JOBS=1 SLICE_S=470 '
+        "bash scripts/gpu_oneshot.sh campaign/chaabouni_jump_columns.yaml jump/sag/seed1 (a second call on the warm "
+        "machine: the same with the SLICE_S its budget leaves)",
+        "  after it: bash campaign/device_tree.sh restore; python campaign/gpu_import.py FILES_AT/results.tar.gz "
+        "--carried FILES_AT/carry.tar.part00 (FILES_AT: the folder of the call's files, files_at in its reply)"]
+    # a step whose data is nowhere yet: its prep command
+    without = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(queue), "--state", str(tmp_path),
+                              "--results", str(results), "--here", str(tmp_path)], cwd=REPO, capture_output=True,
+                             text=True)
+    assert ("data/scan_jump/ missing: fairseq-compgen prep scan --split addprim_jump --out data/scan_jump"
+            in without.stdout and ".whl/ missing" in without.stdout), without.stdout
     # the Transformer's own pace, had nothing else been recorded: 0.5 h for 25 of its 250 epochs, 5 h in all (the
     # later, resumed invocation's summary counting)
     import importlib.util
