@@ -204,11 +204,7 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     echo "campaign: step $sweep $glob: the sweep's dry run failed (above); step skipped" >&2
     continue
   fi
-  runs=$(grep -v '^ ' <<< "$plan" | cut -d' ' -f1) || true
-  if [ -z "$runs" ]; then
-    echo "campaign: step $sweep $glob: no run of the sweep matches; step skipped" >&2
-    continue
-  fi
+  runs=$(grep -v '^ ' <<< "$plan" | cut -d' ' -f1) || true  # never empty: the sweep refuses a glob matching no run
   while read -r run; do
     if [ -e "$moved" ]; then continue; fi
     # recorded in this repository already (its state folder may be gone: a fresh machine keeps only the repository)

@@ -146,8 +146,9 @@ def test_prep_lines_run_once_per_state_folder_and_a_step_without_runs_is_skipped
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert (state / "data" / "scan" / "length_cutoff_26" / "bin" / "dict.src.txt").is_file()
     assert p.stdout.count("SCAN split length_cutoff_26") == 1, p.stdout  # prepared once: the same line again skips
-    assert ("step fairseq_compgen/sweeps/positions_length.yaml scan/no_such_encoding/seed1: no run of the sweep "
-            "matches; step skipped") in p.stderr
+    assert "--only scan/no_such_encoding/seed1: no run of" in p.stderr and (
+        "step fairseq_compgen/sweeps/positions_length.yaml scan/no_such_encoding/seed1: the sweep's dry run failed "
+        "(above); step skipped") in p.stderr
     assert "queue finished" in p.stdout
     p = _campaign(repo, state)  # restarted: nothing prepared again
     assert p.returncode == 0 and "SCAN split" not in p.stdout, p.stdout

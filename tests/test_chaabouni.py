@@ -413,8 +413,12 @@ def test_plot_refuses_a_checkpoint_without_t5_biases(tmp_path):
     torch.save({"model": build("sag_fixed_span_transformer", **SMALL).state_dict()}, ckpt)
     res = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "plot", "t5-biases", str(ckpt), "-o",
                           str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0 and "no T5 relative biases" in res.stderr
+    assert res.returncode == 1 and res.stderr == (f"fairseq_compgen: error: {ckpt}: no T5 relative biases found "
+                                                  f"(expected a model trained with --self-attn-pos t5)\n")
     assert not (tmp_path / "x.png").exists()
+    missing = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "plot", "t5-biases",
+                              str(tmp_path / "nope.pt")], capture_output=True, text=True, timeout=120)
+    assert (missing.returncode, missing.stderr) == (1, f"fairseq_compgen: error: no checkpoint at {tmp_path}/nope.pt\n")
 
 
 @pytest.mark.parametrize("arch", NEW_ARCHS)

@@ -344,6 +344,39 @@ def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
     assert p.returncode == 0 and "--max-update=0 --max-epoch 1" in p.stdout, p.stderr
 
 
+@pytest.mark.parametrize("flags, expected", [
+    # fairseq stopped after the first update, with status 0
+    (["--max-update", "-5"], "--max-update -5: expected a positive number (or 0: no limit)"),
+    # a traceback (ValueError) before fairseq's parser saw it
+    (["--max-update=abc"], "--max-update abc: expected a whole number"),
+    # fairseq batched the whole data set, in silence
+    (["--batch-size", "-3"], "--batch-size -3: expected a positive number"),
+    (["--max-tokens", "0"], "--max-tokens 0: expected a positive number"),
+])
+def test_budget_and_batch_flags_fairseq_would_misread(flags, expected, scan_bin, tmp_path):
+    """Found by hand on 2026-11-28, each with `fairseq-compgen train` on the tiny SCAN data: refused in one line,
+    before the run folder is made (with the recipe, which sets a batch size and a budget, the user's flag last)."""
+    assert one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *flags)) == f"fairseq_compgen: error: {expected}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_batch_size_is_one_line(scan_bin, tmp_path):
+    """Without a recipe and without --batch-size or --max-tokens, fairseq-train fails an assertion (a traceback)."""
+    last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run",
+                            "--max-update", "2"))
+    assert last == ("fairseq_compgen: error: no --batch-size or --max-tokens: fairseq-train needs one (a --recipe sets "
+                    "it; fairseq-compgen recipes lists them)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_sweep_only_matching_no_run_is_one_line(tmp_path):
+    """A typo in --only ran nothing (or less than asked) with status 0."""
+    last = one_line(compgen("sweep", "campaign/chaabouni_jump_columns.yaml", "--dry-run", "--only", "jump/*/seed1",
+                            "--only", "jmup/*"))
+    assert last == ("fairseq_compgen: error: --only jmup/*: no run of campaign/chaabouni_jump_columns.yaml matches it "
+                    "(runs are named DATASET/CONFIG/seedK: e.g. jump/sag/seed1)")
+
+
 @pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
 def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
     """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was

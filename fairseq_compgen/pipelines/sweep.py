@@ -450,6 +450,15 @@ def select(runs: Sequence[Run], patterns: Optional[Sequence[str]]) -> List[Run]:
     return [r for r in runs if any(fnmatch.fnmatch(r.name, p) for p in patterns)]
 
 
+def check_patterns(path, runs: Sequence[Run], patterns: Optional[Sequence[str]]) -> None:
+    """Refuse an --only pattern that matches none of the sweep's runs (a typo would otherwise run nothing, or
+    less than was asked, in silence)."""
+    for p in patterns or ():
+        if not any(fnmatch.fnmatch(r.name, p) for r in runs):
+            example = f": e.g. {runs[0].name}" if runs else ""
+            raise UsageError(f"--only {p}: no run of {path} matches it (runs are named DATASET/CONFIG/seedK{example})")
+
+
 def with_seeds(spec: dict, seeds: Optional[Sequence[int]]) -> dict:
     """The sweep with ``seeds`` in place of every seed list of its file (the sweep's and each dataset's), e.g. to
     rerun a cell with an unused seed; recorded as such in OUT/sweep.json. None: the file's seeds."""
@@ -476,6 +485,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     spec = with_seeds(load_sweep(path), seeds)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
+    check_patterns(path, runs, only)
     selected = select(runs, only)
     validate(path, runs)  # before anything is prepared (downloaded)
     if prep:

@@ -18,13 +18,13 @@ loader (fairseq_compgen/checkpoint_loading.py).
 """
 import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import torch
 
 from fairseq_compgen.checkpoint_loading import load
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 KEY = re.compile(r"^(encoder|decoder)\.stack\.layers\.(\d+)\.self_attn\.scorer\.relative_bias$")
 
@@ -98,11 +98,14 @@ def main(argv=None) -> None:
     p.add_argument("checkpoint", help="fairseq checkpoint (.pt) or a saved state dict")
     p.add_argument("-o", "--output", default="t5_biases.png", help="PNG to write (default: %(default)s)")
     a = p.parse_args(argv)
+    if not Path(a.checkpoint).is_file():
+        raise MissingFileError(f"no checkpoint at {a.checkpoint}")
     ckpt = load(a.checkpoint)  # the safe loader: a checkpoint holding code is refused (checkpoint_loading.py)
     state_dict = ckpt["model"] if isinstance(ckpt, dict) and "model" in ckpt else ckpt
     biases = relative_biases(state_dict)
     if not biases:
-        sys.exit(f"{a.checkpoint}: no T5 relative biases found (was the model trained with --self-attn-pos t5?)")
+        raise UsageError(f"{a.checkpoint}: no T5 relative biases found (expected a model trained with "
+                         f"--self-attn-pos t5)")
     where = "/".join(Path(a.checkpoint).resolve().parts[-3:])  # e.g. sag_t5/seed1/checkpoint_last.pt: a run's name
     plot(biases, a.output, title=f"T5 biases after a softmax over distances: {where}")
     print("\n".join(summary(state_dict)))

@@ -213,6 +213,35 @@ def max_update(args: Sequence[str]) -> Optional[int]:
     return int(value) if value not in (None, "0") else None
 
 
+def check_budget(args: Sequence[str], flags: Sequence[str]) -> None:
+    """The budget and batch flags (after the recipe's: ARGS; the user's own: FLAGS), each refused in one line where
+    fairseq-train would go wrong: a value that is no whole number (a traceback here, reading --max-update), a negative
+    --max-update (fairseq stops after the first update) or --max-epoch, a --batch-size or --max-tokens below 1
+    (fairseq then batches the whole data set, in silence), neither of them (fairseq's assertion, a traceback), or a
+    --max-update 0 given without a --max-epoch (no limit: it would train until stopped)."""
+    value = {}
+    for flag in ("--max-update", "--max-epoch", "--batch-size", "--max-sentences", "--max-tokens"):
+        text = last(args, flag)
+        if text is not None:
+            try:
+                value[flag] = int(text)
+            except ValueError:
+                raise UsageError(f"{flag} {text}: expected a whole number") from None
+    for flag in ("--max-update", "--max-epoch"):
+        if value.get(flag, 0) < 0:
+            raise UsageError(f"{flag} {value[flag]}: expected a positive number (or 0: no limit)")
+    batch = [flag for flag in ("--batch-size", "--max-sentences", "--max-tokens") if flag in value]
+    for flag in batch:
+        if value[flag] < 1:
+            raise UsageError(f"{flag} {value[flag]}: expected a positive number")
+    if not batch:
+        raise UsageError("no --batch-size or --max-tokens: fairseq-train needs one (a --recipe sets it; "
+                         "fairseq-compgen recipes lists them)")
+    if last(flags, "--max-update") == "0" and value.get("--max-epoch", 0) == 0:
+        raise UsageError("--max-update 0 is no limit to fairseq-train and no --max-epoch is set: it would train until "
+                         "stopped; expected a positive --max-update (or a --max-epoch)")
+
+
 def check_arch(args: Sequence[str]) -> None:
     """fairseq's own refusal of an unknown --arch is a page of usage; ours is one line."""
     import fairseq_compgen
@@ -450,9 +479,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.nprocs < 0 or a.gpus < 1:
         raise UsageError("--nprocs and --gpus take a positive number")
     args = fairseq_args(a)
-    if last(a.flags, "--max-update") == "0" and last(args, "--max-epoch") in (None, "0"):
-        raise UsageError("--max-update 0 is no limit to fairseq-train and no --max-epoch is set: it would train until "
-                         "stopped; expected a positive --max-update (or a --max-epoch)")
+    check_budget(args, a.flags)
     command = (torchrun_command(a.nprocs, args, a.cpu) if a.nprocs > 1 else ["fairseq-train", *args])
     if a.dry_run:
         print(shlex.join(command))
