@@ -369,12 +369,14 @@ def test_no_batch_size_is_one_line(scan_bin, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_sweep_only_matching_no_run_is_one_line(tmp_path):
-    """A typo in --only ran nothing (or less than asked) with status 0."""
+def test_sweep_only_matching_no_run_and_jobs_0_are_one_line(tmp_path):
+    """A typo in --only ran nothing (or less than asked) with status 0; --jobs 0 ran one at a time."""
     last = one_line(compgen("sweep", "campaign/chaabouni_jump_columns.yaml", "--dry-run", "--only", "jump/*/seed1",
                             "--only", "jmup/*"))
     assert last == ("fairseq_compgen: error: --only jmup/*: no run of campaign/chaabouni_jump_columns.yaml matches it "
                     "(runs are named DATASET/CONFIG/seedK: e.g. jump/sag/seed1)")
+    last = one_line(compgen("sweep", "campaign/chaabouni_jump_columns.yaml", "--dry-run", "--jobs", "0"))
+    assert last == "fairseq_compgen: error: --jobs 0: expected positive numbers"  # the runner took it as 1
 
 
 @pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])

@@ -574,6 +574,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     g.add_argument("--mem-gb", type=int, help="memory per job")
     g.add_argument("--array-parallelism", type=int, help="jobs of the array running at once")
     a = p.parse_args(argv)
+    if a.jobs < 1 or (a.threads is not None and a.threads < 1):  # the runner took 0 or less as 1, in silence
+        raise UsageError(f"--jobs {a.jobs}{f' --threads {a.threads}' if a.threads is not None else ''}: "
+                         f"expected positive numbers")
     slurm = {k: getattr(a, k) for k in ("partition", "timeout_min", "gpus_per_node", "cpus_per_task", "mem_gb",
                                         "array_parallelism") if getattr(a, k) is not None}
     try:
