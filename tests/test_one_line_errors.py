@@ -379,6 +379,14 @@ def test_sweep_only_matching_no_run_and_jobs_0_are_one_line(tmp_path):
     assert last == "fairseq_compgen: error: --jobs 0: expected positive numbers"  # the runner took it as 1
 
 
+def test_eval_batch_size_below_1_is_one_line(run, scan_bin, tmp_path):
+    """fairseq-generate took --batch-size 0 and -4 without a word (found by hand, 2026-11-28)."""
+    last = one_line(compgen("eval", run / "checkpoint_last.pt", scan_bin, "gen", "--cpu", "--batch-size", "0",
+                            "--out", tmp_path / "ev"))
+    assert last == "fairseq_compgen: error: --batch-size 0: expected a positive number"
+    assert not (tmp_path / "ev").exists()
+
+
 @pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
 def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
     """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was

@@ -278,6 +278,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fairseq_compgen.data.dataset import declared_metric
 
     a = parser().parse_args(argv)
+    if a.batch_size < 1:  # fairseq-generate took 0 and -4 without a word (2026-11-28)
+        raise UsageError(f"--batch-size {a.batch_size}: expected a positive number")
     metric = a.metric or declared_metric(Path(a.data)) or "exact_match"
     evaluate(a.checkpoint, a.data, a.subsets, a.cpu, metric, a.generate_flags, a.batch_size, a.out,
              overwrite=a.overwrite, user_dir=a.user_dir)
