@@ -3,6 +3,7 @@ slow, direct implementation of its paper's formula (at plain and at randomized p
 decoding."""
 import argparse
 import math
+import re
 
 import pytest
 import torch
@@ -426,6 +427,16 @@ def test_random_positions_are_plain_at_evaluation_and_random_in_training():
 def test_random_positions_refused_where_nothing_takes_them(flags, error):
     with pytest.raises(UsageError, match=error):
         build(flags["arch"], random_positions=64)
+
+
+@pytest.mark.parametrize("arch, option, error", [
+    ("rope_transformer_scan", dict(rope_theta=-5.0), "--rope-theta must be a positive number, got -5.0"),
+    ("xpos_transformer_scan", dict(xpos_scale_base=0.0), "--xpos-scale-base must be a positive number, got 0.0"),
+])
+def test_rotary_options_out_of_range(arch, option, error):
+    """A negative --rope-theta trained to a NaN loss at the first update, reported as a divergence (2026-11-28)."""
+    with pytest.raises(UsageError, match=re.escape(error)):
+        build(arch, **option)
 
 
 @pytest.mark.parametrize("arch", ["alibi_transformer_scan", "rope_transformer_scan", "xpos_transformer_scan",

@@ -25,6 +25,7 @@ leaves every q_i . k_j unchanged). Both encodings act in self-attention only. Ea
 absolute position, a key once, when it enters the decoding cache (the attention core caches keys as rotated), so
 step-by-step decoding equals the full pass. No parameters.
 """
+import math
 from typing import Tuple
 
 import torch
@@ -55,6 +56,8 @@ class RotaryPositions(AttentionPosition):
         head_dim = embed_dim // num_heads
         if head_dim % 2:
             raise UsageError(f"rope needs an even head dimension, got {head_dim}")
+        if not (math.isfinite(theta) and theta > 0):  # a negative base made every frequency NaN, the loss NaN
+            raise UsageError(f"--rope-theta must be a positive number, got {theta}")
         inv_freq = torch.pow(float(theta), -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)  # w_k: [d_head/2]
 
@@ -76,6 +79,8 @@ class XPos(RotaryPositions):
         super().__init__(embed_dim, num_heads, causal, theta)
         if not causal:
             raise UsageError("xpos is for causal (decoder) self-attention only")
+        if not (math.isfinite(scale_base) and scale_base > 0):  # B = 0: an infinite decay
+            raise UsageError(f"--xpos-scale-base must be a positive number, got {scale_base}")
         head_dim = embed_dim // num_heads
         zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + self.GAMMA) / (1 + self.GAMMA)
         self.register_buffer("log_zeta", zeta.log().float(), persistent=False)  # [d_head/2]
