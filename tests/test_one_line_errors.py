@@ -226,6 +226,19 @@ def test_aggregate_without_matplotlib_writes_the_tables(tmp_path):
     assert (out / "table.md").is_file()
 
 
+@pytest.mark.parametrize("flags, expected", [
+    (["--scale", "0"], "--scale 0: expected a positive number (100 for percent)"),  # every value tabulated as 0
+    (["--digits", "-1"], "--digits -1: expected 0 or more"),  # a traceback from the number format
+    (["--metric", "nosuch"], None),  # refused by collect (its own line); the --tables folder is not made
+])
+def test_aggregate_flags_out_of_range(flags, expected, tmp_path):
+    out = tmp_path / "out"
+    _sweep_out(out)
+    last = one_line(compgen("aggregate", out, "--no-plots", "--tables", tmp_path / "tables", *flags))
+    assert expected is None or last == f"fairseq_compgen: error: {expected}"
+    assert not (tmp_path / "tables").exists()
+
+
 @pytest.mark.parametrize("done", ['{"accuracy": {"gen": 0.7', "", "[1, 2]"])
 def test_aggregate_names_a_broken_done_json(done, tmp_path):
     folder = _sweep_out(tmp_path / "out", done)

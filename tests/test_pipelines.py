@@ -359,13 +359,14 @@ def test_dry_run_prints_commands(tmp_path, scan_bin):
     assert said[0].split("\n")[1].endswith("--lr 1e-4 --seed 7") and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("recipe", [["--recipe", "csordas/scan"], []])
-def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe):
-    """Dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder."""
+@pytest.mark.parametrize("recipe, flags", [(["--recipe", "csordas/scan"], []), ([], ["--batch-size", "8"])])
+def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe, flags):
+    """Dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder (with a recipe,
+    or without one and a batch size of the user's, which fairseq-train needs)."""
     for side in ("src", "tgt"):
         (tmp_path / f"dict.{side}.txt").write_text("a 1\n")
     p = subprocess.run([sys.executable, "-m", "fairseq_compgen.cli", "train", "--cpu", *recipe, "rel_uni_transformer",
-                        str(tmp_path), str(tmp_path / "save")], capture_output=True, text=True)
+                        str(tmp_path), str(tmp_path / "save"), *flags], capture_output=True, text=True)
     assert p.returncode == 1
     assert p.stderr.strip() == (f"fairseq_compgen: error: {tmp_path} has dictionaries but no binarized train subset "
                                 "(train.*.idx): rerun its `fairseq-compgen prep` command")

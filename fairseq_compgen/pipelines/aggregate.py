@@ -935,16 +935,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "JSONs and kept outputs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
                         "metric lines; plus sweep.json and the tables. No checkpoints")
     a = p.parse_args(argv)
+    if not (math.isfinite(a.scale) and a.scale > 0):  # 0 tabulated every value as 0, in silence
+        raise UsageError(f"--scale {a.scale:g}: expected a positive number (100 for percent)")
+    if a.digits < 0:  # a traceback from the number format
+        raise UsageError(f"--digits {a.digits}: expected 0 or more")
     outs = [Path(o) for o in a.outs]
     a.metric = a.metric or default_metric(read_plan(outs[0])["spec"])
     out = Path(a.tables) if a.tables else outs[0]  # where the tables and plots are written
-    out.mkdir(parents=True, exist_ok=True)
     spec, runs, cells = collect(outs, a.metric)
     if a.spec:
         spec = labels_from(a.spec, spec)
     if not any(c.n for c in cells.values()):
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
                          f"done.json with results): nothing to tabulate")
+    out.mkdir(parents=True, exist_ok=True)  # only once there is something to write into it
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     tables = [Path(a.markdown or out / "table.md"), Path(a.csv or out / "table.csv"), out / "runs.md",
               out / "runs.csv"]  # what this call writes, for --export; the views are added as written
