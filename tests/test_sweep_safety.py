@@ -70,6 +70,16 @@ def test_sweep_file_errors_name_file_line_and_key(tmp_path, data, edit, where):
     assert not (tmp_path / "out").exists()
 
 
+def test_budget_values_fairseq_would_misread_are_refused_before_any_run(tmp_path, data):
+    """A sweep file's --batch-size -3 (fairseq batched the whole data set, in silence), found at its dry run, not
+    when the run trains; the file's missing batch size is left to each run's train command."""
+    path = _write(tmp_path, GOOD.replace("    subsets", "    flags: --batch-size -3\n    subsets").format(data=data))
+    with pytest.raises(UsageError, match=r"s\.yaml: configuration 'reluni' on dataset 'scan': --batch-size -3: "
+                                         r"expected a positive number"):
+        sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+
+
 def test_unregistered_arch_unknown_recipe_and_missing_data_are_refused_before_any_run(tmp_path, data):
     path = _write(tmp_path, GOOD.replace("rel_uni_transformer_scan", "rel_uni_transformer_sacn").format(data=data))
     with pytest.raises(UsageError, match="arch 'rel_uni_transformer_sacn' is not registered"):

@@ -238,19 +238,27 @@ def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> N
 
 
 def validate(path, runs: Sequence["Run"]) -> None:
-    """What the schema cannot see, before anything is prepared or run: archs registered, recipes known."""
+    """What the schema cannot see, before anything is prepared or run: archs registered, recipes known, the budget
+    and batch values that `fairseq-compgen train` would refuse (train.check_budget)."""
     import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    from fairseq_compgen.pipelines.train import check_budget
+
     fairseq_compgen.register()
     for r in runs:
+        where = f"{path}: configuration {r.config!r} on dataset {r.dataset!r}"
         if r.arch not in ARCH_MODEL_REGISTRY:
-            raise UsageError(f"{path}: configuration {r.config!r} on dataset {r.dataset!r}: arch {r.arch!r} is not "
-                             f"registered (fairseq-compgen help lists them)")
+            raise UsageError(f"{where}: arch {r.arch!r} is not registered (fairseq-compgen help lists them)")
         scoring.get(r.metric, f"{path}: dataset {r.dataset!r}")
         if r.recipe and r.recipe not in recipes.names():
             raise UsageError(f"{path}: dataset {r.dataset!r}: unknown recipe {r.recipe!r} (known: "
                              f"{', '.join(recipes.names())})")
+        try:  # the values given, as the run's `fairseq-compgen train` gets them (after its recipe's); a missing batch
+            # size is left to that command (a dry run's sweep file need not give one)
+            check_budget(recipes.train_args(r.recipe, r.arch, r.data, r.dir, r.flags), r.flags, need_batch=False)
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
 
 
 def check_data(path, selected: Sequence["Run"], spec: dict) -> None:

@@ -213,12 +213,12 @@ def max_update(args: Sequence[str]) -> Optional[int]:
     return int(value) if value not in (None, "0") else None
 
 
-def check_budget(args: Sequence[str], flags: Sequence[str]) -> None:
+def check_budget(args: Sequence[str], flags: Sequence[str], need_batch: bool = True) -> None:
     """The budget and batch flags (after the recipe's: ARGS; the user's own: FLAGS), each refused in one line where
     fairseq-train would go wrong: a value that is no whole number (a traceback here, reading --max-update), a negative
     --max-update (fairseq stops after the first update) or --max-epoch, a --batch-size or --max-tokens below 1
-    (fairseq then batches the whole data set, in silence), neither of them (fairseq's assertion, a traceback), or a
-    --max-update 0 given without a --max-epoch (no limit: it would train until stopped)."""
+    (fairseq then batches the whole data set, in silence), neither of them (fairseq's assertion, a traceback; unless
+    not NEED_BATCH), or a --max-update 0 given without a --max-epoch (no limit: it would train until stopped)."""
     value = {}
     for flag in ("--max-update", "--max-epoch", "--batch-size", "--max-sentences", "--max-tokens"):
         text = last(args, flag)
@@ -234,7 +234,7 @@ def check_budget(args: Sequence[str], flags: Sequence[str]) -> None:
     for flag in batch:
         if value[flag] < 1:
             raise UsageError(f"{flag} {value[flag]}: expected a positive number")
-    if not batch:
+    if need_batch and not batch:
         raise UsageError("no --batch-size or --max-tokens: fairseq-train needs one (a --recipe sets it; "
                          "fairseq-compgen recipes lists them)")
     if last(flags, "--max-update") == "0" and value.get("--max-epoch", 0) == 0:
