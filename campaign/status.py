@@ -175,9 +175,9 @@ def gpu_plan(sweep_file: str, glob: str, runs, state: Path, here: Path, jobs_max
                  ".whl/ missing: the wheels of fairseq and its dependencies for the GPU machine's Python "
                  "(on our machines: ../shared/tools/device-wheels.sh .whl; scripts/gpu_oneshot.sh's header)")
     for dataset in sorted({run.dataset for run in runs}):
-        command = (spec["datasets"][dataset] or {}).get("prep") or ""
-        words = shlex.split(command.split("&&")[0])
-        folder = prep.output_folder(words[3:]) if words[:2] == ["fairseq-compgen", "prep"] else None
+        commands = sweep.prep_commands(sweep_file, spec, dataset)
+        command = " && ".join(shlex.join(words) for words in commands)
+        folder = prep.output_folder(commands[0][3:]) if commands else None
         folder = folder or str(Path(next(r.data for r in runs if r.dataset == dataset)).parent)
         carry.append(folder)
         if (here / folder).is_dir():

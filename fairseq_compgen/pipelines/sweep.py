@@ -216,19 +216,24 @@ def absent_data(selected: Sequence["Run"]) -> dict:
             if not Path(r.data).is_dir() or not list(Path(r.data).glob("dict.*.txt"))}
 
 
+def prep_commands(path, spec: dict, dataset: str) -> List[List[str]]:
+    """The words of each `fairseq-compgen prep` command of a dataset's `prep:` (joined by &&; none without one)."""
+    commands = []
+    for part in ((spec["datasets"][dataset] or {}).get("prep") or "").split("&&"):
+        words = shlex.split(part)
+        if words and words[:2] != ["fairseq-compgen", "prep"]:
+            raise UsageError(f"{path}: datasets.{dataset}.prep: {part.strip()!r}: expected fairseq-compgen prep "
+                             f"commands (joined by &&)")
+        commands += [words] if words else []
+    return commands
+
+
 def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> None:
     """`sweep --prep`: run the `prep:` command of each selected dataset whose data folder is not made yet (in the
     current folder, which the sweep's relative data paths also start from), as `fairseq-compgen prep` runs them; a
     dataset without one is left to validate's refusal. A failing command stops the sweep with its own error."""
     for dataset in absent_data(selected):
-        command = (spec["datasets"][dataset] or {}).get("prep")
-        for part in (command or "").split("&&"):
-            words = shlex.split(part)
-            if not words:
-                continue
-            if words[:2] != ["fairseq-compgen", "prep"]:
-                raise UsageError(f"{path}: datasets.{dataset}.prep: {part.strip()!r}: expected fairseq-compgen prep "
-                                 f"commands (joined by &&)")
+        for words in prep_commands(path, spec, dataset):
             echo(f"sweep: preparing {dataset!r}: {shlex.join(words)}")
             from fairseq_compgen import prep
 
