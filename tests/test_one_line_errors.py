@@ -392,6 +392,18 @@ def test_sweep_only_matching_no_run_and_jobs_0_are_one_line(tmp_path):
     assert last == "fairseq_compgen: error: --jobs 0: expected positive numbers"  # the runner took it as 1
 
 
+@pytest.mark.parametrize("dataset", ["scan", "russin"])
+def test_prep_workers_below_1_is_one_line(dataset, tmp_path):
+    """--workers 0 or -2 was taken as 1 in silence; both ways --workers is declared refuse it before any work."""
+    first = ["--out", tmp_path / "out"] if dataset == "scan" else [tmp_path / "split"]
+    for value in ("0", "-2", "two"):
+        last = one_line(compgen("prep", dataset, *first, "--workers", value), rc=2,
+                        prefix=f"fairseq-compgen prep {dataset}: error: ")
+        assert last.endswith(f"argument --workers: expected a whole number of fairseq-preprocess workers, "
+                             f"at least 1, not {value!r}")
+    assert not (tmp_path / "out").exists()
+
+
 def test_eval_batch_size_below_1_is_one_line(run, scan_bin, tmp_path):
     """fairseq-generate took --batch-size 0 and -4 without a word (found by hand, 2026-11-28)."""
     last = one_line(compgen("eval", run / "checkpoint_last.pt", scan_bin, "gen", "--cpu", "--batch-size", "0",

@@ -24,6 +24,7 @@ and no temporary files behind.  Rerunning with the same inputs rewrites identica
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -195,7 +196,7 @@ def _run_preprocess(
         "--source-lang", SRC, "--target-lang", TGT,
         "--trainpref", str(split_dir / "train"),
         "--destdir", str(destdir),
-        "--workers", str(max(1, int(workers))),
+        "--workers", str(workers),
         "--dataset-impl", "mmap",
         # no 'madeupword' filler entries: the dictionaries hold exactly the words seen in train
         "--padding-factor", "1",
@@ -452,12 +453,28 @@ def add_common_args(p, count_check: bool = True, dict_from: str = "train", joine
         help=f"build the dictionaries from train only or from every subset (default {dict_from})",
     )
     p.add_argument("--no-binarize", action="store_true", help="write the text files only")
-    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers (default 1)")
+    add_workers_argument(p)
     if count_check:
         p.add_argument(
             "--no-count-check", action="store_true",
             help="only warn when the counts differ from the published statistics (for non-official copies)",
         )
+
+
+def workers(text: str) -> int:
+    """The argparse type of --workers: a whole number of at least 1 (fairseq-preprocess took 0 or less as 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of fairseq-preprocess workers, at least 1, not {text!r}")
+    return value
+
+
+def add_workers_argument(p) -> None:
+    """--workers N, the fairseq-preprocess processes of a prep (every dataset that binarizes has it)."""
+    p.add_argument("--workers", type=workers, default=1, help="fairseq-preprocess workers (default 1)")
 
 
 def common_options(args) -> dict:

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Union
 
+from fairseq_compgen.data.binarize import add_workers_argument
 from fairseq_compgen.data.dataset import Dataset
 from fairseq_compgen.data.io import atomic_write_lines, count_mismatch, read_data_lines, staged_files
 from fairseq_compgen.errors import MissingFileError
@@ -51,7 +52,7 @@ def _preprocess(text_dir: Path, split_dir: Path, workers: int) -> None:
            "--trainpref", str(text_dir / "train"), "--validpref", str(text_dir / "valid"),
            "--testpref", str(text_dir / "test"), "--srcdict", str(split_dir / "bin" / "dict.src.txt"),
            "--tgtdict", str(split_dir / "bin" / "dict.tgt.txt"), "--destdir", str(text_dir / "bin"),
-           "--workers", str(max(1, int(workers)))]
+           "--workers", str(workers)]
     with open(text_dir / "preprocess.log", "w", encoding="utf-8") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -93,7 +94,7 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("split_dir", type=Path, help="a SCAN split folder made by fairseq-compgen prep scan")
-    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
+    add_workers_argument(p)
 
 
 DATASET = Dataset(run=lambda args: ensure(args.split_dir, args.workers), add_arguments=add_arguments,
