@@ -100,6 +100,12 @@ def test_readme_campaign_cells_are_the_exported_values():
         assert f"{label} {mean_std(cell, 100, 1)} {seeds(cell, 100, 1)})" in row, label
         iid.append(mean_std(exported("park_kim_table4_5k", "scan", "valid", config), 100, 1))
     assert f"IID {iid[0]} / {iid[1]} |" in row
+    row = readme_row("Park & Kim Table 4, SCAN length, at the paper's budget (%)")
+    for label, config in [("LT", "lt"), ("LT + L2 + orth", "lt_l2_orth")]:
+        gen, iid = (exported("park_kim_table4_50k", "scan", subset, config) for subset in ("gen", "valid"))
+        assert f"{label} {100 * gen['mean']:.1f} ({gen['n']} seed: " in row, label
+        assert f"; IID {100 * iid['mean']:.1f})" in row, label
+        assert gen["verdict"] == "outside" and iid["verdict"] == "outside"
     cell = exported("russin_addjump", "add_jump", "test", "syntactic_attention")
     median = statistics.median(cell["values"])
     assert f"| mean {mean_std(cell, 100, 2)}, median {100 * median:.2f} ({cell['n']}) |" in readme_row("Russin add-jump")
