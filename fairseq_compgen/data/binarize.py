@@ -461,7 +461,7 @@ def add_common_args(p, count_check: bool = True, dict_from: str = "train", joine
         )
 
 
-def workers(text: str) -> int:
+def workers_value(text: str) -> int:
     """The argparse type of --workers: a whole number of at least 1 (fairseq-preprocess took 0 or less as 1)."""
     try:
         value = int(text)
@@ -474,7 +474,7 @@ def workers(text: str) -> int:
 
 def add_workers_argument(p) -> None:
     """--workers N, the fairseq-preprocess processes of a prep (every dataset that binarizes has it)."""
-    p.add_argument("--workers", type=workers, default=1, help="fairseq-preprocess workers (default 1)")
+    p.add_argument("--workers", type=workers_value, default=1, help="fairseq-preprocess workers (default 1)")
 
 
 def common_options(args) -> dict:
