@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines.aggregate import learning_curves, read_done
+from fairseq_compgen.pipelines.curves import learning_curves
+from fairseq_compgen.pipelines.pooling import read_done
 
 SUBSETS = ("valid", "gen")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines import aggregate, train_log
+from fairseq_compgen.pipelines import aggregate, curves, train_log
 from fairseq_compgen.scoring import bleu
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -179,13 +179,13 @@ def _json_validation(subset, updates, **stats):
 
 def test_learning_curves_from_json_logs(tmp_path, capsys):
     # the real log: any validated metric; accuracy is the compgen task's
-    assert aggregate.learning_curves(JSON_LOG, "loss") == {"valid": {50: 1.398, 150: 1.162},
+    assert curves.learning_curves(JSON_LOG, "loss") == {"valid": {50: 1.398, 150: 1.162},
                                                            "gen": {50: 1.076, 150: 0.901}}
-    assert aggregate.learning_curves(JSON_LOG) == {"valid": {50: 0.0, 150: 0.0}, "gen": {50: 0.0, 150: 0.0}}
+    assert curves.learning_curves(JSON_LOG) == {"valid": {50: 0.0, 150: 0.0}, "gen": {50: 0.0, 150: 0.0}}
     # the cogs_tagging task's exact_match is its accuracy
     tagging = tmp_path / "tagging.log"
     tagging.write_text(_json_validation("gen", 10, loss=1, exact_match=0.25))
-    assert aggregate.learning_curves(tagging) == {"gen": {10: 0.25}}
+    assert curves.learning_curves(tagging) == {"gen": {10: 0.25}}
 
     def log(dataset, config, seed):  # BLEU validations (a translation task's --eval-bleu), then a resume
         return (JSON_LOG.read_text() + _json_validation("valid", 100, loss=1, bleu=10 * seed)
@@ -196,7 +196,7 @@ def test_learning_curves_from_json_logs(tmp_path, capsys):
     out.mkdir()
     _sweep(out, {("mt", "a"): {1: {"test": _bleu_of(REFS)}, 2: {"test": _bleu_of(_worse(1))}}}, logs=log)
     run = out / "mt" / "a" / "seed2" / "train.log"
-    assert aggregate.learning_curves(run, "bleu") == {"valid": {100: 20.0, 200: 60.0}}
+    assert curves.learning_curves(run, "bleu") == {"valid": {100: 20.0, 200: 60.0}}
     assert aggregate.main([str(out), "--metric", "bleu"]) == 0
     assert (out / "plots" / "mt.png").stat().st_size > 1000
     assert "no learning-curve plot" not in capsys.readouterr().err

@@ -394,7 +394,7 @@ def test_plot_preferences_are_softmax_over_reachable_distances():
 
 def test_aggregate_t5_biases_keeps_the_plot_and_its_summary(tmp_path):
     """`aggregate --t5-biases`: per finished T5 run, the plot and, beside it, the printed gates and preferences."""
-    from fairseq_compgen.pipelines import aggregate
+    from fairseq_compgen.pipelines import curves
 
     run = tmp_path / "run"
     run.mkdir()
@@ -402,7 +402,7 @@ def test_aggregate_t5_biases_keeps_the_plot_and_its_summary(tmp_path):
     torch.save({"model": model.state_dict()}, run / "checkpoint_last.pt")
     (run / "done.json").write_text("{}")
     runs = [{"dir": str(run), "arch": "sag_t5_transformer_scan", "dataset": "jump", "config": "sag_t5", "seed": 1}]
-    (written,) = aggregate.plot_t5_biases(runs, tmp_path / "plots")
+    (written,) = curves.plot_t5_biases(runs, tmp_path / "plots")
     assert written.name == "jump_sag_t5_seed1.png" and written.stat().st_size > 10_000
     summary = written.with_suffix(".txt").read_text().splitlines()
     assert len(summary) == 5 and summary[0].startswith("encoder layer 0: gate beta -1.000, sigmoid 0.269; ")

@@ -232,7 +232,7 @@ def test_a_sweep_refuses_an_unknown_metric(tmp_path):
 def test_aggregate_reads_a_sweep_made_before_the_recipes(tmp_path):
     """A sweep.json of the bash-script era (runs with `preset`, no recorded settings) still aggregates: its runs'
     done.json settings are compared with what that version planned, not with today's Run fields."""
-    from fairseq_compgen.pipelines import aggregate
+    from fairseq_compgen.pipelines import pooling
 
     run = {"dataset": "scan", "config": "c", "seed": 1, "arch": "a", "data": "/d", "dir": str(tmp_path / "r"),
            "preset": "scan", "flags": ["--lr", "1e-3"], "subsets": ["gen"], "launch": ["--cpu"],
@@ -244,10 +244,10 @@ def test_aggregate_reads_a_sweep_made_before_the_recipes(tmp_path):
     (tmp_path / "r" / "done.json").write_text(json.dumps({"settings": old_settings}))
     (tmp_path / "sweep.json").write_text(json.dumps({"spec": {"name": "old", "datasets": {"scan": {}},
                                                               "configurations": {"c": {}}}, "runs": [run]}))
-    _, _, cells = aggregate.collect(tmp_path)
+    _, _, cells = pooling.collect(tmp_path)
     assert cells["scan", "gen", "c"].values == {1: 0.75}
     (tmp_path / "r" / "done.json").write_text(json.dumps({"settings": {**old_settings, "arch": "b"}}))
-    _, _, cells = aggregate.collect(tmp_path)
+    _, _, cells = pooling.collect(tmp_path)
     assert cells["scan", "gen", "c"].values == {}  # made with another arch: left out, as before
 
 
@@ -263,21 +263,21 @@ def test_the_installed_command_runs_from_bash():
 
 def test_early_stopping_takes_the_later_of_tied_best_validations(tmp_path):
     """fairseq rewrites checkpoint_best.pt when the metric is >= the best so far: a tie goes to the later update."""
-    from fairseq_compgen.pipelines import aggregate
+    from fairseq_compgen.pipelines import curves
 
-    curves = {"valid": {1000: 0.9, 2000: 1.0, 3000: 0.95, 4000: 1.0}, "test": {1000: 0.8, 2000: 0.9, 3000: 0.85,
+    logged = {"valid": {1000: 0.9, 2000: 1.0, 3000: 0.95, 4000: 1.0}, "test": {1000: 0.8, 2000: 0.9, 3000: 0.85,
                                                                          4000: 0.97}}
-    assert aggregate.at_best(curves, "valid") == (4000, {"valid": 1.0, "test": 0.97})
-    assert aggregate.at_best(curves, "gen") is None
+    assert curves.at_best(logged, "valid") == (4000, {"valid": 1.0, "test": 0.97})
+    assert curves.at_best(logged, "gen") is None
     log = "".join(f'2026-01-01 00:00:00 | INFO | {s} | {{"epoch": 1, "{s}_accuracy": "{v}", "{s}_num_updates": "{u}"}}\n'
-                  for u in sorted(curves["valid"]) for s, c in curves.items() for v in [c[u]])
+                  for u in sorted(logged["valid"]) for s, c in logged.items() for v in [c[u]])
     run = tmp_path / "r"
     run.mkdir()
     (run / "train.log").write_text(log)
     (run / "done.json").write_text("{}")
     spec = {"datasets": {"d": {"label": "D"}}, "configurations": {"c": {"label": "C"}}}
-    md = aggregate.early_stopping_table(spec, [{"dataset": "d", "config": "c", "seed": 3, "dir": str(run)}],
-                                        "valid", "accuracy", scale=100, digits=1)
+    md = curves.early_stopping_table(spec, [{"dataset": "d", "config": "c", "seed": 3, "dir": str(run)}],
+                                     "valid", "accuracy", scale=100, digits=1)
     assert "| D | C | 3 | 4,000 | 100.0 | 97.0 |" in md and "update (best valid) | valid | test |" in md
 
 

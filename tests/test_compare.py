@@ -5,7 +5,7 @@ import random
 import pytest
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines import aggregate, compare
+from fairseq_compgen.pipelines import aggregate, compare, pooling, tables
 from test_pipelines import _fake_sweep
 
 
@@ -76,10 +76,10 @@ def test_aggregate_compare_writes_the_table(tmp_path, capsys):
 
 
 def test_no_common_dataset_is_one_line():
-    cells = {("scan", "gen", "a"): aggregate.Cell("scan", "gen", "a", 1, {1: 0.5}),
-             ("cogs", "gen", "b"): aggregate.Cell("cogs", "gen", "b", 1, {1: 0.5})}
+    cells = {("scan", "gen", "a"): pooling.Cell("scan", "gen", "a", 1, {1: 0.5}),
+             ("cogs", "gen", "b"): pooling.Cell("cogs", "gen", "b", 1, {1: 0.5})}
     with pytest.raises(UsageError, match="--compare a b: no dataset where both have finished runs"):
-        aggregate.comparison_table({}, cells, "a", "b")
+        tables.comparison_table({}, cells, "a", "b")
 
 
 def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):
@@ -95,13 +95,13 @@ def test_the_data_column_reads_data_json_or_the_campaigns_data_sha256(tmp_path):
         {"sha256": "x", "files": {**files, "preprocess.log": "3" * 64}}))
     (tmp_path / "scan/a/seed2/data.sha256").write_text(  # named from its state folder, as the first listings were
         "".join(f"{h}  scan/length_cutoff_26/bin/{n}\n" for n, h in {**files, "preprocess.log": "4" * 64}.items()))
-    spec, runs, cells = aggregate.collect(tmp_path)
-    rows = aggregate.run_rows(runs, cells)
+    spec, runs, cells = pooling.collect(tmp_path)
+    rows = tables.run_rows(runs, cells)
     key = same_data_key({"files": files})[:12]
     assert [r["data"] for r in rows] == [key, key, "not recorded"]
     (tmp_path / "scan/a/seed2/data.sha256").write_text(f"{'5' * 64}  dict.src.txt\n{'2' * 64}  train.src-tgt.src.bin\n")
     with pytest.raises(UsageError, match="were trained on different data for dataset 'scan'"):
-        aggregate.collect(tmp_path)
+        pooling.collect(tmp_path)
 
 
 def test_the_machine_column_names_an_evaluation_made_elsewhere(tmp_path):
@@ -118,7 +118,7 @@ def test_the_machine_column_names_an_evaluation_made_elsewhere(tmp_path):
         result = run / "eval" / "gen.json"
         result.write_text(json.dumps(dict(json.loads(result.read_text()), evaluated={"machine": evaluated,
                                                                                       "seconds": 15.0})))
-    spec, runs, cells = aggregate.collect(tmp_path)
-    machines = [row["machine"] for row in aggregate.run_rows(runs, cells)]
+    spec, runs, cells = pooling.collect(tmp_path)
+    machines = [row["machine"] for row in tables.run_rows(runs, cells)]
     assert machines == ["vm: Xeon, 16 cores, 1 threads, 1 x H100; evaluated on vm: Xeon, 2 cores, 1 threads, no GPU",
                         "vm: Xeon, 16 cores, 1 threads, 1 x H100"]

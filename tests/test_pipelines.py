@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairseq_compgen.pipelines import aggregate, runner, sweep, train, train_log
+from fairseq_compgen.pipelines import aggregate, curves, pooling, runner, sweep, tables, train, train_log
 from fairseq_compgen.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,8 +134,8 @@ def test_tiny_sweep_resume_skip_evaluate_aggregate(scan_bin, tmp_path):
         assert float(row["train_cpu_s"]) == train_log.train_cpu(log) > 0
     assert (out / "runs.md").read_text().count("\n") == 2 + 4
     assert (out / "plots" / "scan.png").stat().st_size > 1000
-    curves = aggregate.learning_curves(victim.path / "train.log")
-    assert sorted(curves["gen"]) == [3, 6] and sorted(curves["valid"]) == [3, 6]
+    logged = curves.learning_curves(victim.path / "train.log")
+    assert sorted(logged["gen"]) == [3, 6] and sorted(logged["valid"]) == [3, 6]
 
 
 def _train_losses_from(text: str):
@@ -229,15 +229,15 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
         ("scan", "a"): {1: {"valid": 1.0, "gen": 0.10}, 2: {"valid": 1.0, "gen": 0.20}, 3: {"valid": 0.97, "gen": 0.60}},
         ("scan", "b"): {1: {"valid": 0.99, "gen": 0.50}, 2: {"valid": 0.98, "gen": 0.70}, 3: None},
     }, logs=log)
-    spec, runs, cells = aggregate.collect(tmp_path)
+    spec, runs, cells = pooling.collect(tmp_path)
     a, b = cells["scan", "gen", "a"], cells["scan", "gen", "b"]
     assert a.mean == pytest.approx(0.3) and a.std == pytest.approx(math.sqrt(((0.2) ** 2 + 0.1 ** 2 + 0.3 ** 2) / 2))
     assert b.n == 2 and b.planned == 3 and b.std == pytest.approx(math.sqrt(0.02))
-    md = aggregate.markdown_table(spec, cells, best=True, scale=100, digits=1)
+    md = tables.markdown_table(spec, cells, best=True, scale=100, digits=1)
     assert md.splitlines()[0] == "| Configuration | SCAN: valid | SCAN: gen |"
     assert "| a | **99.0 ± 1.7** | 30.0 ± 26.5 |" in md
     assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) |" in md
-    t = aggregate.markdown_table(spec, cells, transpose=True)
+    t = tables.markdown_table(spec, cells, transpose=True)
     assert t.splitlines()[0] == "| Dataset: subset | a | Big |"
     assert aggregate.main([str(tmp_path), "--best"]) == 0
     rows = {(r["subset"], r["configuration"]): r for r in csv.DictReader(open(tmp_path / "table.csv"))}
@@ -246,7 +246,7 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     # the paper's value, as the sweep file writes it, beside ours (markdown and csv); --spec takes it from a
     # sweep file written after the runs were planned, of the same sweep only
     spec["configurations"]["b"]["paper"] = {"scan/gen": "75.0 ± 5.0"}  # in the paper's units (--scale 100)
-    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) (paper 75.0 ± 5.0; outside) |" in aggregate.markdown_table(
+    assert "| Big | 98.5 ± 0.7 (2/3) | **60.0 ± 14.1** (2/3) (paper 75.0 ± 5.0; outside) |" in tables.markdown_table(
         spec, cells, best=True, scale=100, digits=1)
     later = tmp_path / "later.yaml"
     later.write_text(yaml.safe_dump({"name": "fake", "datasets": {"scan": {"data": "x"}}, "configurations": {
@@ -260,10 +260,10 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     with pytest.raises(UsageError, match="--spec .*later.yaml: its sweep is 'other', the runs' is 'fake'"):
         aggregate.main([str(tmp_path), "--no-plots", "--spec", str(later)])
     # a single seed has no sample std
-    one = aggregate.Cell("scan", "gen", "x", 1, {1: 0.5})
-    assert math.isnan(one.std) and aggregate.format_cell(one, 1, 2) == "0.50 ± -"
+    one = pooling.Cell("scan", "gen", "x", 1, {1: 0.5})
+    assert math.isnan(one.std) and tables.format_cell(one, 1, 2) == "0.50 ± -"
     # learning curves: a later line for the same update (e.g. after a resume) wins
-    assert aggregate.learning_curves(Path(runs[0]["dir"]) / "train.log") == {"gen": {100: 0.1, 200: 0.9}}
+    assert curves.learning_curves(Path(runs[0]["dir"]) / "train.log") == {"gen": {100: 0.1, 200: 0.9}}
     assert (tmp_path / "plots" / "scan.png").stat().st_size > 1000
 
 
@@ -284,9 +284,9 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     ([0.20, 0.22], "43.0 ± 9.5 (sem, 3 seeds)", 100, "inside"),  # however the suffix is cased
 ])
 def test_verdict_against_the_papers_band(values, paper, scale, expected):
-    cell = aggregate.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))
-    assert aggregate.verdict(cell, paper, scale) == expected
-    assert aggregate.verdict(aggregate.Cell("scan", "gen", "x", 2, {}), paper, scale) == ""  # no runs yet
+    cell = pooling.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))
+    assert tables.verdict(cell, paper, scale) == expected
+    assert tables.verdict(pooling.Cell("scan", "gen", "x", 2, {}), paper, scale) == ""  # no runs yet
 
 
 def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path):
@@ -303,7 +303,7 @@ def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path)
     _fake_sweep(first, {("scan", "a"): {1: {"gen": 0.2}, 2: {"gen": 0.4}, 3: None}}, command=command())
     _fake_sweep(later, {("scan", "a"): {1: None, 2: None, 3: {"gen": 0.9}}},
                 command=command(fmt="json", data="/b/data/bin"))
-    spec, runs, cells = aggregate.collect([first, later])
+    spec, runs, cells = pooling.collect([first, later])
     cell = cells["scan", "gen", "a"]
     assert cell.values == {1: 0.2, 2: 0.4, 3: 0.9} and cell.planned == 3
     assert [Path(r["dir"]).parts[-4] for r in runs] == ["first", "first", "later"]
@@ -315,15 +315,15 @@ def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path)
     other_lr = tmp_path / "other_lr"
     _fake_sweep(other_lr, {("scan", "a"): {1: None, 2: None, 3: {"gen": 0.9}}}, command=command(lr="5e-4"))
     with pytest.raises(UsageError, match=r"different options \(--lr: 1e-3 vs 5e-4\)"):
-        aggregate.collect([first, other_lr])
+        pooling.collect([first, other_lr])
     twice = tmp_path / "twice"
     _fake_sweep(twice, {("scan", "a"): {1: None, 2: {"gen": 0.5}, 3: None}}, command=command())
     with pytest.raises(UsageError, match="scan/a/seed2 finished in both .*first.* and .*twice"):
-        aggregate.collect([first, twice])
+        pooling.collect([first, twice])
     foreign = tmp_path / "foreign"
     _fake_sweep(foreign, {("scan", "a"): {3: {"gen": 0.9}}}, name="another", command=command())
     with pytest.raises(UsageError, match=r"different sweeps \(fake, another\)"):
-        aggregate.collect([first, foreign])
+        pooling.collect([first, foreign])
 
 
 # ------------------------------------------------------------------------------------------------ sweep files

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_compgen.pipelines import aggregate
+from fairseq_compgen.pipelines import aggregate, export
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -31,11 +31,11 @@ def test_an_export_writes_its_tables_again_from_its_own_files(folder, tmp_path, 
     tables, again = tmp_path / "tables", tmp_path / "exported again"  # and an export of the export carries all too
     assert aggregate.main([str(folder), "--no-plots", *options, "--tables", str(tables), "--export", str(again)]) == 0
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before  # --tables: the folder read is left as is
-    for table in aggregate.table_files(again):
+    for table in export.table_files(again):
         table.unlink()
     assert aggregate.main([str(again), "--no-plots", *options]) == 0
-    written = [p.name for p in aggregate.table_files(tables)]
-    assert written == [p.name for p in aggregate.table_files(folder)] == [p.name for p in aggregate.table_files(again)]
+    written = [p.name for p in export.table_files(tables)]
+    assert written == [p.name for p in export.table_files(folder)] == [p.name for p in export.table_files(again)]
     for name in written:
         assert (tables / name).read_text() == (folder / name).read_text(), f"results/{folder.name}/{name}"
         assert (again / name).read_text() == (folder / name).read_text(), f"results/{folder.name}/{name}, again"
@@ -181,18 +181,18 @@ def test_a_pooled_export_keeps_the_plan_each_run_was_made_by_and_exports_where_i
         plan = json.loads((folder / "sweep.json").read_text())
         plan["runs"][0]["subsets"] = subsets
         (folder / "sweep.json").write_text(json.dumps(plan))
-    export = tmp_path / "export"
-    assert aggregate.main([str(a), str(b), "--no-plots", "--export", str(export)]) == 0
-    assert json.loads((export / "aggregate.json").read_text())["plans"] == {"scan/x/seed1": "sweep.2.b.json"}
+    dest = tmp_path / "export"
+    assert aggregate.main([str(a), str(b), "--no-plots", "--export", str(dest)]) == 0
+    assert json.loads((dest / "aggregate.json").read_text())["plans"] == {"scan/x/seed1": "sweep.2.b.json"}
     first = (a / "table.csv").read_text()
     assert "scan,gen,x" in first
-    assert aggregate.main([str(export), "--no-plots", "--tables", str(tmp_path / "t")]) == 0
+    assert aggregate.main([str(dest), "--no-plots", "--tables", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t" / "table.csv").read_text() == first
     # in place: DEST is the folder read, then --tables and DEST are one folder; a stale view goes
-    (export / "by_length_gen.md").write_text("a view of an earlier call\n")
-    assert aggregate.main([str(export), "--no-plots", "--export", str(export)]) == 0
-    assert not (export / "by_length_gen.md").exists() and (export / "table.csv").read_text() == first
+    (dest / "by_length_gen.md").write_text("a view of an earlier call\n")
+    assert aggregate.main([str(dest), "--no-plots", "--export", str(dest)]) == 0
+    assert not (dest / "by_length_gen.md").exists() and (dest / "table.csv").read_text() == first
     both = tmp_path / "both"
-    assert aggregate.main([str(export), "--no-plots", "--tables", str(both), "--export", str(both)]) == 0
+    assert aggregate.main([str(dest), "--no-plots", "--tables", str(both), "--export", str(both)]) == 0
     assert (both / "table.csv").read_text() == first
     assert json.loads((both / "aggregate.json").read_text())["plans"] == {"scan/x/seed1": "sweep.2.b.json"}

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines import aggregate, train
+from fairseq_compgen.pipelines import pooling, tables, train
 
 
 def _copy(src, dst):
@@ -86,14 +86,14 @@ def test_aggregate_refuses_runs_of_one_folder_trained_on_different_data(scan_bin
         run = tmp_path / "out" / "scan" / "a" / f"seed{seed}"
         (run / "command.txt").write_text(f"fairseq-train {data} --arch compgen_transformer --seed {seed}\n")
         (run / "data.json").write_text(json.dumps(train.data_fingerprint(data)))
-    aggregate.collect(tmp_path / "out")  # the same data: pooled
+    pooling.collect(tmp_path / "out")  # the same data: pooled
     again = _copy(scan_bin, tmp_path / "prepared_again")
     (again / "preprocess.log").write_text("prepared again elsewhere\n")
     (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(again)))
-    aggregate.collect(tmp_path / "out")  # the same data prepared again: pooled too
+    pooling.collect(tmp_path / "out")  # the same data prepared again: pooled too
     (tmp_path / "out" / "scan" / "a" / "seed2" / "data.json").write_text(json.dumps(train.data_fingerprint(other)))
     with pytest.raises(UsageError, match=r"trained on different data for dataset 'scan'"):
-        aggregate.collect(tmp_path / "out")
+        pooling.collect(tmp_path / "out")
 
 
 def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
@@ -109,9 +109,9 @@ def test_a_resumed_run_names_every_commit_it_trained_at(tmp_path):
     commits = trained_at(tmp_path)
     assert commits == [a, b + " dirty"]
     done = {"commit": a, "commits": commits, "dirty": any(c.endswith(" dirty") for c in commits)}
-    assert aggregate.commit_text(done) == "aaaaaaa+bbbbbbb dirty"
-    assert aggregate.commit_text({"commit": a, "dirty": False}) == "aaaaaaa"  # an older done.json
-    assert aggregate.commit_text({}) == "unknown"
+    assert tables.commit_text(done) == "aaaaaaa+bbbbbbb dirty"
+    assert tables.commit_text({"commit": a, "dirty": False}) == "aaaaaaa"  # an older done.json
+    assert tables.commit_text({}) == "unknown"
     assert trained_at(tmp_path / "absent") == []
     # a restart from scratch at b (no checkpoint: train.record rewrote commit.txt) after a start at a that saved
     # nothing: only b's training is kept, and done.json's "commit" (the first) names b, not the discarded a

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines import aggregate, sweep
+from fairseq_compgen.pipelines import aggregate, pooling, sweep, tables
 from fairseq_compgen.pipelines.runner import LOCK, Runner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,13 +234,13 @@ def _plan(out: Path, data, finished):
 def test_aggregate_shows_missing_datasets_and_leaves_out_changed_runs(tmp_path, data, capsys):
     out = tmp_path / "out"
     _plan(out, data, {("a", 1): None, ("a", 2): {"arch": "something else"}})
-    spec, runs, cells = aggregate.collect(out)
+    spec, runs, cells = pooling.collect(out)
     assert "1 finished run(s) were made with other settings" in capsys.readouterr().err
     assert cells["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
-    md = aggregate.markdown_table(spec, cells)
+    md = tables.markdown_table(spec, cells)
     assert "b: (no finished run)" in md and "- (0/2)" in md  # dataset b is shown, as missing
     # the per-run table lists the runs the cells hold: not the one left out
-    assert [(row["seed"], row["values"]) for row in aggregate.run_rows(runs, cells)] == [(1, {"gen": pytest.approx(0.6)})]
+    assert [(row["seed"], row["values"]) for row in tables.run_rows(runs, cells)] == [(1, {"gen": pytest.approx(0.6)})]
 
 
 def test_aggregate_of_nothing_is_an_error(tmp_path, data):
@@ -359,17 +359,17 @@ def test_a_copied_or_moved_sweep_folder_aggregates_its_own_runs(tmp_path, data):
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     (copy / "a" / "reluni" / "seed1" / "eval" / "gen.json").write_text(json.dumps({"accuracy": 0.25}))
-    assert aggregate.collect(out)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
-    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
+    assert pooling.collect(out)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    assert pooling.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
     moved = tmp_path / "moved"
     out.rename(moved)
-    assert aggregate.collect(moved)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
+    assert pooling.collect(moved)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.6)}
     # a sweep.json written before (absolute folders of where the sweep ran) reads the copy's own runs too
     old = json.loads((copy / "sweep.json").read_text())
     for r in old["runs"]:
         r["dir"] = str(out / r["dir"])
     (copy / "sweep.json").write_text(json.dumps(old))
-    assert aggregate.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
+    assert pooling.collect(copy)[2]["a", "gen", "reluni"].values == {1: pytest.approx(0.25)}
 
 
 def test_prep_makes_the_missing_data_folders_with_their_prep_commands(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ recorded have no ``per_length``: where their decoded outputs were kept (eval/<su
 taken from those, checked against the result's overall count; the others are left out and named (the table says
 how many).
 
-(the runs are read by aggregate.by_length_groups)
+(the runs are read by pooling.by_length_groups)
 """
 import statistics
 from pathlib import Path

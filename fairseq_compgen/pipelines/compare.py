@@ -10,7 +10,7 @@ is 2/252 = 0.008; with 3 against 3, 2/20 = 0.1: three seeds cannot reach p < 0.0
 
     fairseq-compgen aggregate runs/csordas_table3 --compare trafo rel_uni_trafo    # OUT/compare_trafo_rel_uni_trafo.md
 
-(the table: aggregate.comparison_table)
+(the table: tables.comparison_table)
 """
 import itertools
 import math

@@ -1,0 +1,110 @@
+"""`fairseq-compgen aggregate --export DIR` (pipelines/aggregate.py): copy what a table's numbers are made of into
+the repository's results/, so that the tables can be written again from DIR alone (tests/test_results_trace.py
+checks every export under results/).
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_compgen.data.io import atomic_write_text
+from fairseq_compgen.pipelines import train_log
+from fairseq_compgen.pipelines.pooling import EXPORTED_LOG, PLAN_OF, POOLED_PLAN, finished, plan_files, run_log
+from fairseq_compgen.pipelines.runner import kept_eval_files
+
+# what --export keeps of a run: its records and results, not its checkpoints
+EXPORTED = ("done.json", "settings.json", "command.txt", "launch.txt", "commit.txt", "machine.txt", "command.history",
+            "commit.history", "data.json", "data.sha256")
+
+
+def _metric_line(line: str) -> bool:
+    """A validation or epoch-summary line of a train.log (either log format), or the sweep's line that starts an
+    invocation (train_log.train_wall adds up the invocations' clocks)."""
+    record = train_log.parse_line(line)
+    return record is not None and record.kind in ("valid", "train", "start")
+
+
+def table_files(out: Path) -> List[Path]:
+    """The tables that main writes in OUT: table.*, runs.* and the optional views, those that exist."""
+    out = Path(out)
+    return [p for p in [out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
+                        *(p for view in ("categories", "by_length", "early_stopping", "compare")
+                          for p in sorted(out.glob(f"{view}_*.md")))] if p.is_file()]
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """shutil.copy2, but nothing where `dst` is `src` (an export into a folder it reads, or into --tables)."""
+    if Path(src).resolve() != Path(dst).resolve():
+        shutil.copy2(src, dst)
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout holding fairseq_compgen/ (where --spec paths start)
+
+
+def from_repository(path) -> str:
+    """`path` relative to the checkout's root where it lies inside it, else absolute: how aggregate.json names a
+    file, so that its command works from the root."""
+    full = Path(path).resolve()
+    return str(full.relative_to(REPOSITORY)) if full.is_relative_to(REPOSITORY) else str(full)
+
+
+def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[Dict[Path, Path]] = None,
+           options: Sequence[str] = (), tables: Sequence[Path] = ()) -> int:
+    """Copy every finished run's evaluation JSONs and outputs (runner.EVAL_KEPT), records (EXPORTED) and the
+    metric lines of its train.log (fairseq's validation and epoch summary lines, EXPORTED_LOG) to
+    DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the first
+    folder's sweep.json and the tables this call wrote (`tables`: table.md, table.csv, runs.*, and the optional
+    views; a view of an earlier call left in DEST is removed), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
+    plot prints beside it), every other plan that was pooled (plan_files: another folder's sweep.json, or one that
+    an exported folder carried) as sweep.<i>.<name>.json (earlier ones of that form in DEST are removed), and
+    DEST/aggregate.json: the options that shaped the tables (`options`) and the plan each run is of ("plans"), so
+    that `fairseq-compgen aggregate DEST --no-plots OPTIONS` writes the same tables from DEST's runs and plans (a
+    --spec file aside). Returns the number of runs."""
+    n = 0
+    for r in runs:
+        src = Path(r["dir"])
+        if not finished(r):
+            continue
+        to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
+        (to / "eval").mkdir(parents=True, exist_ok=True)
+        for p in kept_eval_files(src):  # results and the outputs they were scored from
+            _copy(p, to / "eval" / p.name)
+        for name in EXPORTED:
+            if (src / name).is_file():
+                _copy(src / name, to / name)
+        log = run_log(src)  # train.log, or of a run in an export (an export exported again) its metric lines
+        if log.is_file():
+            lines = [line for line in log.read_text(errors="replace").splitlines(keepends=True) if _metric_line(line)]
+            atomic_write_text(to / EXPORTED_LOG, "".join(lines))
+        n += 1
+    written = {Path(t).name for t in tables}
+    for path in table_files(dest):  # a view of an earlier call, which this call's options would not write again
+        if path.name not in written:
+            path.unlink()
+    for path in [outs[0] / "sweep.json", *map(Path, tables)]:
+        _copy(path, dest / path.name)
+    for src, rel in (plots or {}).items():
+        for path in (src, src.with_suffix(".txt")):
+            if path.is_file():
+                (dest / "plots" / rel).parent.mkdir(parents=True, exist_ok=True)
+                _copy(path, dest / "plots" / rel.with_suffix(path.suffix))
+    sources = [(str(o), name) for o in outs for name in plan_files(o)]
+    names = {sources[0]: "sweep.json"}  # each plan read -> its name in DEST
+    for i, (o, name) in enumerate(sources[1:], 2):
+        m = POOLED_PLAN.fullmatch(name)
+        names[o, name] = f"sweep.{i}.{m.group(2) if m else Path(o).resolve().name}.json"
+        shutil.copy2(Path(o) / name, dest / (names[o, name] + ".tmp"))  # all read before any is replaced: DEST
+    for name in plan_files(dest)[1:]:                                     # may be one of `outs`
+        (dest / name).unlink()
+    for source in sources[1:]:
+        (dest / (names[source] + ".tmp")).replace(dest / names[source])
+    plans = {f"{r['dataset']}/{r['config']}/seed{r['seed']}": names[r[PLAN_OF]] for r in runs if finished(r)}
+    command = ["fairseq-compgen", "aggregate", from_repository(dest), "--no-plots", *options]
+    atomic_write_text(dest / "aggregate.json", json.dumps({
+        "options": list(options), "runs": n, "plans": plans,
+        "tables": f"{shlex.join(command)} --tables DIR, run from the repository's root, writes to DIR the same "
+                  f"table.*, runs.* and optional views"}, indent=1) + "\n")
+    return n
