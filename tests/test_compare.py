@@ -69,7 +69,8 @@ def test_aggregate_compare_writes_the_table(tmp_path, capsys):
     assert f"| SCAN: gen | 30.0 (3) | 60.0 (2) | +30.0 | {gen_p:.3f} |" in table
     assert f"| SCAN: valid | 99.0 (3) | 98.5 (2) | -0.5 | {valid_p:.3f} |" in table
     with pytest.raises(UsageError, match=r"--compare c: no such configuration in this sweep \(known: a, b\)"):
-        aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "c"])
+        aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "c", "--tables", str(tmp_path / "t")])
+    assert not (tmp_path / "t").exists()  # a view that cannot be made stops the call before any table is written
     # exported with the tables
     aggregate.main([str(tmp_path), "--no-plots", "--compare", "a", "b", "--export", str(tmp_path / "exported")])
     assert (tmp_path / "exported" / "compare_a_b.md").read_text() == (tmp_path / "compare_a_b.md").read_text()

@@ -58,7 +58,7 @@ import functools
 import math
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import atomic_write_text
@@ -178,6 +178,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not any(c.n for c in cells.values()):
         raise UsageError(f"{', '.join(map(str, outs))}: none of the {len(runs)} planned runs has finished (no "
                          f"done.json with results): nothing to tabulate")
+    # every view first: a view that cannot be made (--compare of an unknown configuration, a subset no run has)
+    # stops the call before any file is written
+    views: List[Tuple[str, str]] = []  # (file name in OUT, markdown), in the order they are printed
+    if a.categories:
+        views.append((f"categories_{a.categories}.md", category_table(spec, runs, a.categories)))
+    length_groups = {}  # subset -> its groups
+    for subset in dict.fromkeys(a.by_length):
+        length_groups[subset], left_out = by_length_groups(runs, subset)
+        views.append((f"by_length_{subset}.md", by_length.table(length_groups[subset], subset,
+                                                                functools.partial(label, spec), left_out, a.scale,
+                                                                a.digits)))
+    if a.early_stopping:
+        views.append((f"early_stopping_{a.early_stopping}.md",
+                      early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)))
+    for first, second in a.compare:
+        views.append((f"compare_{first}_{second}.md",
+                      comparison_table(spec, cells, first, second, scale=a.scale, digits=a.digits)))
     out.mkdir(parents=True, exist_ok=True)  # only once there is something to write into it
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     tables = [Path(a.markdown or out / "table.md"), Path(a.csv or out / "table.csv"), out / "runs.md",
@@ -188,29 +205,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows = run_rows(runs, cells)
     atomic_write_text(out / "runs.md", runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
-    if a.categories:
-        cat_md = category_table(spec, runs, a.categories)
-        tables.append(out / f"categories_{a.categories}.md")
-        atomic_write_text(tables[-1], cat_md)
-        print(cat_md, end="")
-    length_groups = {}  # subset -> its groups
-    for subset in dict.fromkeys(a.by_length):
-        length_groups[subset], left_out = by_length_groups(runs, subset)
-        len_md = by_length.table(length_groups[subset], subset, functools.partial(label, spec), left_out, a.scale,
-                                 a.digits)
-        tables.append(out / f"by_length_{subset}.md")
-        atomic_write_text(tables[-1], len_md)
-        print(len_md, end="")
-    if a.early_stopping:
-        es_md = early_stopping_table(spec, runs, a.early_stopping, a.metric, a.scale, a.digits)
-        tables.append(out / f"early_stopping_{a.early_stopping}.md")
-        atomic_write_text(tables[-1], es_md)
-        print(es_md, end="")
-    for first, second in a.compare:
-        cmp_md = comparison_table(spec, cells, first, second, scale=a.scale, digits=a.digits)
-        tables.append(out / f"compare_{first}_{second}.md")
-        atomic_write_text(tables[-1], cmp_md)
-        print(cmp_md, end="")
+    for name, view in views:
+        tables.append(out / name)
+        atomic_write_text(tables[-1], view)
+        print(view, end="")
     plots = Path(a.plots or out / "plots")
     written: List[Path] = []  # the plots of this call, which the export carries along
     if not a.no_plots and not have_matplotlib():
