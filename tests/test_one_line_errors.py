@@ -373,6 +373,21 @@ def test_budget_and_batch_flags_fairseq_would_misread(flags, expected, scan_bin,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("flags, expected", [
+    (["--self-atn-pos", "rope"], "fairseq-train: unrecognized arguments: --self-atn-pos rope"),
+    # fairseq's list options eval() their text: a SyntaxError escaped argparse as a traceback
+    (["--lr", "1e-3x"], "fairseq-train: argument --lr: invalid value '1e-3x' (SyntaxError: invalid decimal literal"),
+    (["--self-attn-pos", "rotary"], "fairseq-train: argument --self-attn-pos: invalid choice: 'rotary' (choose from "),
+])
+def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bin, tmp_path):
+    """fairseq-train printed its whole usage (a few hundred lines) above its error, after `fairseq-compgen train`
+    had made the run folder and its records (found by hand, 2026-11-28): now fairseq's parser runs first, and its
+    refusal is our one line, before the folder is made."""
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "2", *flags))
+    assert last.startswith(f"fairseq_compgen: error: {expected}"), last
+    assert not (tmp_path / "run").exists()
+
+
 def test_no_batch_size_is_one_line(scan_bin, tmp_path):
     """Without a recipe and without --batch-size or --max-tokens, fairseq-train fails an assertion (a traceback)."""
     last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run",
@@ -454,7 +469,7 @@ def test_a_second_training_in_the_same_folder_is_refused(scan_bin, tmp_path):
 def test_aggregate_keeps_the_last_tables_when_writing_fails(tmp_path, monkeypatch):
     """The tables were written in place: a failure (or Ctrl-C) while writing table.csv left a truncated table
     where the last complete one was. Now each is written under a temporary name and renamed when whole."""
-    from fairseq_compgen.pipelines import aggregate
+    from fairseq_compgen.pipelines import aggregate, tables
 
     out = tmp_path / "out"
     _sweep_out(out)
@@ -464,7 +479,7 @@ def test_aggregate_keeps_the_last_tables_when_writing_fails(tmp_path, monkeypatc
 
     def broken(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(aggregate, "verdict", broken)  # called while table.csv's first row is written
+    monkeypatch.setattr(tables, "verdict", broken)  # called while table.csv's first row is written
     with pytest.raises(KeyboardInterrupt):
         aggregate.main([str(out), "--no-plots"])
     assert (out / "table.csv").read_text() == before
