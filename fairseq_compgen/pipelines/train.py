@@ -29,6 +29,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import logging
 import os
 import shlex
 import subprocess
@@ -253,6 +254,40 @@ def check_arch(args: Sequence[str]) -> None:
         raise UsageError(f"--arch {arch!r} is not registered (fairseq-compgen help lists them)")
 
 
+def check_fairseq_options(args: Sequence[str]) -> None:
+    """fairseq-train's own parser on the command's options, before anything is written: what it refuses (an
+    unknown flag, a value of the wrong type, a choice it does not offer) is one line naming the flag, where
+    fairseq-train would print its whole usage (a few hundred lines) above it, after the run folder was made."""
+    import fairseq_compgen
+    from fairseq import options
+
+    fairseq_compgen.register()
+    parser = options.get_training_parser()
+
+    def error(message: str) -> NoReturn:  # argparse's ArgumentParser.error: usage, the message, exit status 2
+        raise UsageError(f"fairseq-train: {message}")
+
+    parser.error = error
+    read_value = parser._get_value  # argparse's call of an option's type, which catches TypeError and ValueError only
+
+    def get_value(action: argparse.Action, text: str):  # fairseq's list options eval() their text: `--lr 1e-3x`
+        try:                                               # raised a SyntaxError, a traceback naming no flag
+            return read_value(action, text)
+        except argparse.ArgumentError:
+            raise
+        except Exception as e:  # argparse turns this into error("argument --lr: ...")
+            raise argparse.ArgumentError(action, f"invalid value {text!r} ({type(e).__name__}: {e})") from None
+
+    parser._get_value = get_value
+    quiet = logging.getLogger("fairseq.utils")  # its INFO line that --user-dir is imported already, above ours
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        options.parse_args_and_arch(parser, list(args))
+    finally:
+        quiet.setLevel(level)
+
+
 def finished(save: Path, args: Sequence[str]) -> Optional[int]:
     """The update count of SAVE/checkpoint_last.pt when it is at or past --max-update, else None. fairseq-train,
     resumed from such a checkpoint, would train one more update before checking its budget."""
@@ -452,8 +487,6 @@ def record(save: Path, name: str, line: str) -> None:
 
 def run_fairseq_train(args: Sequence[str]) -> None:
     """fairseq-train in this process (what its console script does)."""
-    import logging
-
     from fairseq_cli.train import cli_main
 
     import fairseq_compgen
@@ -487,6 +520,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_data(data)
     check_output_folder(save, "SAVE (the run's folder)")
     check_arch(args)
+    check_fairseq_options(args)
     done = finished(save, args)
     if done is not None:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
