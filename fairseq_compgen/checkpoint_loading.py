@@ -27,8 +27,9 @@ import functools
 import os
 import pickle
 import re
+from pathlib import Path
 
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 TRUST_VAR = "FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS"
 
@@ -104,6 +105,19 @@ def load(f, name=None, map_location="cpu"):
         if "Weights only load failed" not in str(e):
             raise
         raise UntrustedCheckpointError(name, _refused_type(str(e))) from None
+
+
+def checkpoint_file(path) -> Path:
+    """PATH, the checkpoint a command reads, as a Path; MissingFileError when it is no file, and for a folder (a
+    run's --save-dir) the checkpoint_last.pt inside it that was probably meant."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        last = path / "checkpoint_last.pt"
+        raise MissingFileError(f"{path} is a folder: expected a checkpoint file"
+                               + (f", e.g. {last}" if last.is_file() else " (.pt)"))
+    raise MissingFileError(f"no checkpoint at {path}")
 
 
 def stored_updates(path) -> int:

@@ -427,6 +427,17 @@ def test_eval_batch_size_below_1_is_one_line(run, scan_bin, tmp_path):
     assert not (tmp_path / "ev").exists()
 
 
+def test_a_run_folder_given_for_its_checkpoint_names_the_checkpoint(run, scan_bin, tmp_path):
+    """`eval RUN DATA gen` said only "no checkpoint at RUN", with the checkpoint right inside (found by hand,
+    2026-11-28); eval and plot t5-biases share the check (checkpoint_loading.checkpoint_file)."""
+    expected = f"fairseq_compgen: error: {run} is a folder: expected a checkpoint file, e.g. {run / 'checkpoint_last.pt'}"
+    assert one_line(compgen("eval", run, scan_bin, "gen", "--cpu", "--out", tmp_path / "ev")) == expected
+    assert one_line(compgen("plot", "t5-biases", run, "-o", tmp_path / "b.png")) == expected
+    assert one_line(compgen("eval", tmp_path, scan_bin, "gen", "--cpu")) == (
+        f"fairseq_compgen: error: {tmp_path} is a folder: expected a checkpoint file (.pt)")
+    assert not (tmp_path / "ev").exists()
+
+
 @pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
 def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
     """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was

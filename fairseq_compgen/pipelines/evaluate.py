@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import recipes, scoring
+from fairseq_compgen.checkpoint_loading import checkpoint_file
 from fairseq_compgen.data.io import gzip_text, read_text_lines
 from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
 
@@ -222,8 +223,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         import fairseq_compgen
 
         fairseq_compgen.import_user_dir(user_dir)
-    if not ckpt.is_file():
-        raise MissingFileError(f"no checkpoint at {ckpt}")
+    checkpoint_file(ckpt)
     if not data.is_dir():
         raise MissingFileError(f"no data folder at {data}")
     tagging = recipes.is_tagging(data)

@@ -23,8 +23,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from fairseq_compgen.checkpoint_loading import load
-from fairseq_compgen.errors import MissingFileError, UsageError
+from fairseq_compgen.checkpoint_loading import checkpoint_file, load
+from fairseq_compgen.errors import UsageError
 
 KEY = re.compile(r"^(encoder|decoder)\.stack\.layers\.(\d+)\.self_attn\.scorer\.relative_bias$")
 
@@ -98,8 +98,7 @@ def main(argv=None) -> None:
     p.add_argument("checkpoint", help="fairseq checkpoint (.pt) or a saved state dict")
     p.add_argument("-o", "--output", default="t5_biases.png", help="PNG to write (default: %(default)s)")
     a = p.parse_args(argv)
-    if not Path(a.checkpoint).is_file():
-        raise MissingFileError(f"no checkpoint at {a.checkpoint}")
+    checkpoint_file(a.checkpoint)
     ckpt = load(a.checkpoint)  # the safe loader: a checkpoint holding code is refused (checkpoint_loading.py)
     state_dict = ckpt["model"] if isinstance(ckpt, dict) and "model" in ckpt else ckpt
     biases = relative_biases(state_dict)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Optional, Sequence
 
 import torch
 
+from fairseq_compgen.checkpoint_loading import checkpoint_file
 from fairseq_compgen.errors import UsageError
 
 
@@ -41,8 +41,7 @@ def main(argv: Optional[Sequence[str]] = None, out=None) -> dict:
     args = p.parse_args(argv)
     out = out or sys.stdout
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    if not os.path.isfile(args.checkpoint):
-        raise FileNotFoundError(f"no checkpoint at {args.checkpoint}")
+    checkpoint_file(args.checkpoint)
 
     from fairseq import checkpoint_utils
 
