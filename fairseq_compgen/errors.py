@@ -15,6 +15,9 @@ import os
 import sys
 
 
+ERROR_PREFIX = "fairseq_compgen: error: "  # how a misuse is printed: this, then the message, one line
+
+
 class UsageError(ValueError):
     """A misuse the user can fix; the message names the file/line or flag and what was expected."""
 
@@ -40,9 +43,9 @@ def is_misuse(exc: BaseException) -> bool:
 
 def _hook(exc_type, exc, tb):
     if is_misuse(exc):
-        print(f"fairseq_compgen: error: {exc}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
     elif _path_error_line(exc) is not None:
-        print(f"fairseq_compgen: error: {_path_error_line(exc)}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{_path_error_line(exc)}", file=sys.stderr)
     else:
         _previous_hook(exc_type, exc, tb)
 

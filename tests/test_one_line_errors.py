@@ -388,6 +388,23 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
     assert not (tmp_path / "run").exists()
 
 
+def test_a_sweeps_failed_run_says_why(scan_bin, tmp_path):
+    """A typo in a sweep file's flags failed each run with "training exited with 1; see train.log", the reason only
+    in the log; the FAILED line now carries the run's one-line error."""
+    (tmp_path / "typo.yaml").write_text(f"""name: typo
+seeds: [1]
+datasets:
+  scan: {{data: {scan_bin}, recipe: csordas/scan, subsets: [valid]}}
+configurations:
+  tiny: {{arch: rel_uni_transformer, flags: [{", ".join(TINY)}, --max-update, "2", --self-atn-pos, rope]}}
+""")
+    p = compgen("sweep", tmp_path / "typo.yaml", "--cpu", "--threads", "1", "--out", tmp_path / "out")
+    assert p.returncode == 1, p.stdout + p.stderr
+    run = tmp_path / "out" / "scan" / "tiny" / "seed1"
+    assert (f"FAILED scan/tiny/seed1: training exited with 1: fairseq-train: unrecognized arguments: --self-atn-pos "
+            f"rope; see {run / 'train.log'}") in p.stdout + p.stderr
+
+
 def test_no_batch_size_is_one_line(scan_bin, tmp_path):
     """Without a recipe and without --batch-size or --max-tokens, fairseq-train fails an assertion (a traceback)."""
     last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run",

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import pid_alive
+from fairseq_compgen.errors import ERROR_PREFIX
 from fairseq_compgen.pipelines.evaluate import OUTPUTS
 from fairseq_compgen.pipelines.train import checkpoint_updates, repair_last
 from fairseq_compgen.pipelines.train_log import last_num_updates
@@ -46,6 +47,20 @@ EVAL_KEPT = ("*.json", f"*{OUTPUTS}")
 def kept_eval_files(run: Path) -> List[Path]:
     """The files of `run`/eval/ that EVAL_KEPT names, sorted."""
     return sorted({p for pattern in EVAL_KEPT for p in (Path(run) / "eval").glob(pattern) if p.is_file()})
+
+
+def misuse(log: Path) -> str:
+    """": <message>" when a failed command's log ends with its one-line misuse error (ERROR_PREFIX), so that the
+    sweep's FAILED line says why (an unknown flag in the sweep file, data that do not fit); "" otherwise (a
+    traceback, a kill: the log says)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))  # a long run's log: only its end
+            lines = f.read().decode("utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    last = lines[-1] if lines else ""
+    return f": {last[len(ERROR_PREFIX):]}" if last.startswith(ERROR_PREFIX) else ""
 
 
 def tool_env(threads: Optional[int] = None, device: Optional[str] = None) -> Dict[str, str]:
@@ -178,7 +193,8 @@ class Runner:
             self.echo(f"stopped {run.name}: interrupted during training; rerun the sweep to resume it")
             return {"run": run.name, "status": "stopped", "stage": "train"}
         if rc != 0:
-            self.echo(f"FAILED {run.name}: training exited with {rc}; see {run.path / 'train.log'}")
+            self.echo(f"FAILED {run.name}: training exited with {rc}{misuse(run.path / 'train.log')}; see "
+                      f"{run.path / 'train.log'}")
             return {"run": run.name, "status": "failed", "stage": "train", "rc": rc}
         self.echo(f"eval   {run.name}")
         eval_start = time.monotonic()
@@ -190,7 +206,8 @@ class Runner:
             self.echo(f"stopped {run.name}: interrupted during evaluation; rerun the sweep to evaluate it")
             return {"run": run.name, "status": "stopped", "stage": "eval"}
         if rc != 0 or not evals or missing:
-            self.echo(f"FAILED {run.name}: evaluation exited with {rc}; see {run.path / 'eval.log'}")
+            self.echo(f"FAILED {run.name}: evaluation exited with {rc}{misuse(run.path / 'eval.log')}; see "
+                      f"{run.path / 'eval.log'}")
             return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
         commits = trained_at(run.path)
         done = {
