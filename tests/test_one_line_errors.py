@@ -3,6 +3,7 @@ and one last line `fairseq_compgen: error: ...` naming the file or flag and what
 `fairseq_compgen: interrupted: ...` saying what was kept and how to resume), and no Python traceback."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -388,21 +389,35 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
     assert not (tmp_path / "run").exists()
 
 
-def test_a_sweeps_failed_run_says_why(scan_bin, tmp_path):
-    """A typo in a sweep file's flags failed each run with "training exited with 1; see train.log", the reason only
-    in the log; the FAILED line now carries the run's one-line error."""
-    (tmp_path / "typo.yaml").write_text(f"""name: typo
+def test_a_sweeps_flag_typo_is_refused_before_any_run_and_a_failed_run_says_why(scan_bin, tmp_path):
+    """A typo in a sweep file's flags failed each run as it started ("training exited with 1; see train.log", the
+    reason only in the log): on Slurm, after the queue; locally, maybe hours into the sweep. Now the sweep checks each
+    configuration with fairseq-train's parser first, dry run included. A run that fails when it starts (here: its
+    examples are longer than its positions) says why on its FAILED line."""
+    def sweep_file(flags):
+        (tmp_path / "s.yaml").write_text(f"""name: s
 seeds: [1]
 datasets:
   scan: {{data: {scan_bin}, recipe: csordas/scan, subsets: [valid]}}
 configurations:
-  tiny: {{arch: rel_uni_transformer, flags: [{", ".join(TINY)}, --max-update, "2", --self-atn-pos, rope]}}
+  tiny: {{arch: rel_uni_transformer, flags: [{", ".join([*TINY, "--max-update", "2", *flags])}]}}
 """)
-    p = compgen("sweep", tmp_path / "typo.yaml", "--cpu", "--threads", "1", "--out", tmp_path / "out")
+        return tmp_path / "s.yaml"
+    for dry_run in (["--dry-run"], []):
+        last = one_line(compgen("sweep", sweep_file(["--self-atn-pos", "rope"]), "--cpu", "--out", tmp_path / "out",
+                                *dry_run))
+        assert last == (f"fairseq_compgen: error: {tmp_path / 's.yaml'}: configuration 'tiny' on dataset 'scan': "
+                        f"fairseq-train: unrecognized arguments: --self-atn-pos rope")
+        assert not (tmp_path / "out").exists()
+    p = compgen("sweep", sweep_file(["--max-source-positions", "3"]), "--cpu", "--threads", "1", "--out", tmp_path / "out")
     assert p.returncode == 1, p.stdout + p.stderr
-    run = tmp_path / "out" / "scan" / "tiny" / "seed1"
-    assert (f"FAILED scan/tiny/seed1: training exited with 1: fairseq-train: unrecognized arguments: --self-atn-pos "
-            f"rope; see {run / 'train.log'}") in p.stdout + p.stderr
+    failed = next(line for line in p.stdout.splitlines() if line.startswith("FAILED"))
+    log = tmp_path / "out" / "scan" / "tiny" / "seed1" / "train.log"
+    assert re.fullmatch(  # the example's size in plain numbers (it read "(np.int32(5), np.int32(4))")
+        r"FAILED scan/tiny/seed1: training exited with 1: \d+ of \d+ train examples are longer than max positions "
+        r"\(3, 1024\) \(e\.g\. example \d+, size \(\d+, \d+\)\): raise --max-source-positions / "
+        r"--max-target-positions, or pass --allow-dropping-train-examples to drop them; see " + re.escape(str(log)),
+        failed), failed
 
 
 def test_no_batch_size_is_one_line(scan_bin, tmp_path):

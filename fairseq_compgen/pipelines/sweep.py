@@ -244,13 +244,16 @@ def prepare_absent(path, spec: dict, selected: Sequence["Run"], echo=print) -> N
 
 def validate(path, runs: Sequence["Run"]) -> None:
     """What the schema cannot see, before anything is prepared or run: archs registered, recipes known, the budget
-    and batch values that `fairseq-compgen train` would refuse (train.check_budget)."""
+    and batch values that `fairseq-compgen train` would refuse (train.check_budget), and each configuration's
+    options as fairseq-train's parser reads them (train.check_fairseq_options: a typo in `flags:` is found here, not
+    when its runs start, on Slurm or hours into a local sweep)."""
     import fairseq_compgen
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    from fairseq_compgen.pipelines.train import check_budget
+    from fairseq_compgen.pipelines.train import check_budget, check_fairseq_options
 
     fairseq_compgen.register()
+    parsed = set()  # (dataset, configuration): its seeds differ in --seed and --save-dir only
     for r in runs:
         where = f"{path}: configuration {r.config!r} on dataset {r.dataset!r}"
         if r.arch not in ARCH_MODEL_REGISTRY:
@@ -261,7 +264,11 @@ def validate(path, runs: Sequence["Run"]) -> None:
                              f"{', '.join(recipes.names())})")
         try:  # the values given, as the run's `fairseq-compgen train` gets them (after its recipe's); a missing batch
             # size is left to that command (a dry run's sweep file need not give one)
-            check_budget(recipes.train_args(r.recipe, r.arch, r.data, r.dir, r.flags), r.flags, need_batch=False)
+            args = recipes.train_args(r.recipe, r.arch, r.data, r.dir, r.flags)
+            check_budget(args, r.flags, need_batch=False)
+            if (r.dataset, r.config) not in parsed:
+                check_fairseq_options(args)
+                parsed.add((r.dataset, r.config))
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
 

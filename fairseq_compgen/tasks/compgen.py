@@ -152,8 +152,10 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-
         split = self._split_of(dataset)
         kept, ignored = dataset.filter_indices_by_size(indices, max_positions)
         if len(ignored):
+            size = dataset.size(ignored[0])  # numpy integers, (source, target) for a pair: plain ints in the message
+            size = tuple(map(int, size)) if isinstance(size, (tuple, list)) else int(size)
             too_long = (f"{len(ignored)} of {len(indices)} {split} examples are longer than max positions "
-                        f"{max_positions} (e.g. example {ignored[0]}, size {dataset.size(ignored[0])})")
+                        f"{max_positions} (e.g. example {int(ignored[0])}, size {size})")
             if split == "train" and not self.cfg.allow_dropping_train_examples:
                 raise UsageError(f"{too_long}: raise --max-source-positions / --max-target-positions, or pass "
                                  f"--allow-dropping-train-examples to drop them")
