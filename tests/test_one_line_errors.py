@@ -211,6 +211,20 @@ def _no_matplotlib(tmp_path) -> dict:
     return _env(PYTHONPATH=os.pathsep.join([str(fake.parent), str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
+@pytest.mark.parametrize("flag", ["--export", "--tables", "--plots"])
+def test_aggregate_checks_its_output_folders_before_writing(flag, tmp_path):
+    """`--export FILE` failed after the tables were written ("Not a directory", found by hand, 2026-11-28): every
+    output folder is checked first, so a misuse leaves OUT as it was."""
+    out = tmp_path / "out"
+    _sweep_out(out)
+    (tmp_path / "a file").write_text("x")
+    before = sorted(out.rglob("*"))
+    last = one_line(compgen("aggregate", out, flag, tmp_path / "a file"))
+    assert last == (f"fairseq_compgen: error: {flag} {tmp_path / 'a file'} is a file: expected a folder (or a path "
+                    f"where one can be made)")
+    assert sorted(out.rglob("*")) == before and (tmp_path / "a file").read_text() == "x"
+
+
 def test_aggregate_without_matplotlib_writes_the_tables(tmp_path):
     out = tmp_path / "out"
     _sweep_out(out)

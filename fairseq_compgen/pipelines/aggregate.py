@@ -62,7 +62,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import atomic_write_text
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import UsageError, check_output_folder
 from fairseq_compgen.pipelines import by_length
 from fairseq_compgen.pipelines.curves import early_stopping_table, plot_curves, plot_t5_biases
 from fairseq_compgen.pipelines.export import export, from_repository
@@ -169,6 +169,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UsageError(f"--scale {a.scale:g}: expected a positive number (100 for percent)")
     if a.digits < 0:  # a traceback from the number format
         raise UsageError(f"--digits {a.digits}: expected 0 or more")
+    for flag, folder in (("--tables", a.tables), ("--export", a.export), ("--plots", a.plots)):
+        if folder:  # before any table is written: a file in the way stopped the call halfway
+            check_output_folder(folder, flag)
     outs = [Path(o) for o in a.outs]
     a.metric = a.metric or default_metric(read_plan(outs[0])["spec"])
     out = Path(a.tables) if a.tables else outs[0]  # where the tables and plots are written
