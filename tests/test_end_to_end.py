@@ -66,15 +66,21 @@ def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
 
 
 def test_a_failed_command_keeps_the_recorded_one(trained, scan):
-    """A failing (here mistyped) command used to overwrite the run's command.txt."""
+    """A failing command (here: a resume without the run's model flags) used to overwrite the run's command.txt; it
+    is appended to command.history. A mistyped one is refused by fairseq-train's parser before anything is written."""
     save, _ = trained
-    before = (save / "command.txt").read_text()
+    before = (save / "command.txt").read_text(), (save / "command.history").read_text()
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
     p = subprocess.run([*TRAIN, str(scan), str(save), "--max-updates", "40"], cwd=REPO, env=env,
                        capture_output=True, text=True)
-    assert p.returncode != 0 and (save / "command.txt").read_text() == before
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1] == (
+        "fairseq_compgen: error: fairseq-train: unrecognized arguments: --max-updates 40")
+    assert ((save / "command.txt").read_text(), (save / "command.history").read_text()) == before
+    p = subprocess.run([*TRAIN, str(scan), str(save), "--max-update", "40"], cwd=REPO, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and (save / "command.txt").read_text() == before[0]
     history = (save / "command.history").read_text().splitlines()
-    assert len(history) >= 2 and "--max-updates 40" in history[-1]
+    assert len(history) >= 2 and "--max-update 40" in history[-1]
 
 
 def test_resume_continues_from_checkpoint(trained, scan):
