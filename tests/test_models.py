@@ -162,6 +162,33 @@ def test_step_by_step_decoding_equals_full_forward(arch):
     assert diff < 1e-4, f"{arch}: incremental decoding differs from the full forward pass by {diff}"
 
 
+@pytest.mark.parametrize("order", [[0, 1, 2], [0, 1], [2, 0, 0]], ids=["identity", "shorter-identity", "beam-step"])
+def test_reordering_skips_only_what_would_change_nothing(order):
+    """fairseq's generator reorders the encoder output and every cache at each step. Greedy decoding's order is the
+    identity wherever no sentence finished: then nothing is copied (models/common.py:unchanged_order). A shorter
+    identity (the last sentence finished and left the batch) and a beam step still reorder, and step-by-step
+    decoding then equals the full pass over the reordered batch."""
+    torch.manual_seed(0)
+    model = build("rel_uni_transformer").eval()
+    src, lengths, prev = _inputs(model)
+    order = torch.tensor(order)
+    identity = order.tolist() == list(range(src.size(0)))
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        full = model.decoder(prev[order], model.encoder.reorder_encoder_out(enc, order))[0]  # [len(order), T, V]
+        state = {}
+        steps = [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0][order] for t in range(3)]
+        cached = {key: dict(buf) for key, buf in state.items()}
+        model.decoder.reorder_incremental_state_scripting(state, order)
+        before, enc = enc, model.encoder.reorder_encoder_out(enc, order)
+        assert (enc is before) == identity
+        kept = [state[key][name] is t for key, buf in cached.items() for name, t in buf.items() if t is not None]
+        assert kept and all(k == identity for k in kept)
+        prev = prev[order]
+        steps += [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0] for t in range(3, prev.size(1))]
+    assert (torch.cat(steps, dim=1) - full).abs().max() < 1e-4
+
+
 def test_universal_depths_keep_separate_caches():
     """With one shared decoder layer, each depth must have its own cache entry (fairseq-host trap 5)."""
     model = build("rel_uni_transformer").eval()

@@ -1,7 +1,8 @@
-"""What the model files of this folder share: fairseq's encoder output type and two helpers for the parsed
-options (no mechanism of any paper here; each model file cites its own)."""
-from typing import Dict, List
+"""What the model files of this folder share: fairseq's encoder output type, two helpers for the parsed
+options and one for decoding's reorders (no mechanism of any paper here; each model file cites its own)."""
+from typing import Dict, Iterable, List, Optional
 
+import torch
 from fairseq import utils
 from torch import Tensor
 
@@ -17,3 +18,15 @@ def set_default(args, name, value) -> None:
     """An architecture preset's default: `args.name = value` unless the command line (or the checkpoint) set it."""
     if getattr(args, name, None) is None:
         setattr(args, name, value)
+
+
+def unchanged_order(new_order: Tensor, tensors: Iterable[Optional[Tensor]]) -> bool:
+    """True when reordering every tensor along dim 0 by `new_order` would leave it as it is: `new_order` is 0..n-1
+    and every tensor has n rows. fairseq's SequenceGenerator reorders the encoder output and every decoding cache
+    at each step; in greedy decoding (beam 1) the order is the identity at every step where no sentence finished,
+    and index_select would copy every cached key and value for nothing. One comparison of n indices per step (on
+    a GPU, one synchronization; the generator makes several per step already)."""
+    n = new_order.numel()
+    if any(t is not None and (t.dim() == 0 or t.size(0) != n) for t in tensors):
+        return False
+    return torch.equal(new_order, torch.arange(n, dtype=new_order.dtype, device=new_order.device))

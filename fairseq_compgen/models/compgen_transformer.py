@@ -27,7 +27,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.models.common import EncoderOut, bool_flag
+from fairseq_compgen.models.common import EncoderOut, bool_flag, unchanged_order
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
 from fairseq_compgen.modules.copy_decoder import CopyDistribution
@@ -123,6 +123,8 @@ class CompgenEncoder(FairseqEncoder):
         return {"encoder_out": [x], "encoder_padding_mask": [padding_mask], "src_tokens": [src_tokens]}
 
     def reorder_encoder_out(self, encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
+        if unchanged_order(new_order, (t for v in encoder_out.values() for t in v)):  # e.g. greedy, none finished
+            return encoder_out
         return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
 
     def max_positions(self):
@@ -174,6 +176,13 @@ class CompgenDecoder(FairseqIncrementalDecoder):
                                    encoder_out["src_tokens"][0])
             x = logits
         return x, extra
+
+    def reorder_incremental_state_scripting(self, incremental_state, new_order: Tensor):
+        """fairseq's reorder of every module's decoding cache (beam search), skipped where it would change nothing:
+        greedy decoding's steps where no sentence finished (models/common.py:unchanged_order)."""
+        if unchanged_order(new_order, (t for buf in incremental_state.values() for t in buf.values())):
+            return
+        super().reorder_incremental_state_scripting(incremental_state, new_order)
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         if self.copy is None:
