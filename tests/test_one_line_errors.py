@@ -484,6 +484,14 @@ def test_a_run_folder_given_for_its_checkpoint_names_the_checkpoint(run, scan_bi
     assert not (tmp_path / "ev").exists()
 
 
+def test_eval_on_a_folder_with_no_data_says_so(run, tmp_path):
+    """A DATA folder with no subset at all printed "(it has: )" (found by hand, 2026-11-28)."""
+    (tmp_path / "notdata").mkdir()
+    assert one_line(compgen("eval", run / "checkpoint_last.pt", tmp_path / "notdata", "gen", "--cpu")) == (
+        f"fairseq_compgen: error: no binarized subset 'gen' in {tmp_path / 'notdata'} (it has none: expected a data "
+        f"folder made by fairseq-compgen prep)")
+
+
 @pytest.mark.parametrize("case", ["unknown subset", "comp without metadata"])
 def test_eval_checks_every_subset_before_decoding(case, run, scan_bin, tmp_path):
     """A wrong subset (or a missing SUBSET.comp) after a good one used to be found only after the good one was

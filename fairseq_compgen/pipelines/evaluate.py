@@ -123,14 +123,21 @@ def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
                      f"another --out")
 
 
+def no_subset(data: Path, subset: str, kind: str) -> UsageError:
+    """The error for a subset DATA lacks, naming the ones it has (or saying it has none)."""
+    have = recipes.subsets_of(data)
+    listed = f"it has: {', '.join(have)}" if have else "it has none: expected a data folder made by fairseq-compgen prep"
+    return UsageError(f"no {kind} subset {subset!r} in {data} ({listed})")
+
+
 def check_subset(data: Path, subset: str, tagging: bool, metric: str) -> None:
     """UsageError (MissingFileError) unless DATA has `subset` and what the scorer reads (for --metric comp, its
     SUBSET.comp): found before any subset is decoded rather than after the ones before it."""
     if tagging:
         if not (data / f"{subset}.src").is_file():
-            raise UsageError(f"no tagging subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+            raise no_subset(data, subset, "tagging")
     elif not glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx"):
-        raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+        raise no_subset(data, subset, "binarized")
     scoring.get(metric, "--metric").check(data, subset)
 
 
@@ -140,7 +147,7 @@ def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
 
     src = glob.glob(f"{data}/{subset}.*-*.src.idx")
     if not src:
-        raise UsageError(f"no binarized subset {subset!r} in {data} (it has: {', '.join(recipes.subsets_of(data))})")
+        raise no_subset(data, subset, "binarized")
     tgt = data_utils.load_indexed_dataset(src[0][: -len("src.idx")] + "tgt", None)
     return len(tgt), int(tgt.sizes.max())
 
