@@ -153,7 +153,17 @@ def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkey
     monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(fail=True))
     with pytest.raises(RuntimeError, match="decoding crashed"):
         evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
-    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == []
+    assert not (tmp_path / "eval").exists()  # nothing, not even the folder it made
+    # a folder that was there before stays, and so does what it held
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "notes.txt").write_text("the user's\n")
+    with pytest.raises(RuntimeError, match="decoding crashed"):
+        evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["notes.txt"]
+    (tmp_path / "eval" / "notes.txt").unlink()
+    with pytest.raises(RuntimeError, match="decoding crashed"):  # an empty folder the user made is not ours
+        evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
+    assert (tmp_path / "eval").is_dir()
 
 
 def test_staged_files_of_an_empty_stage_into_a_new_folder(tmp_path):

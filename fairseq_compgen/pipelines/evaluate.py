@@ -246,38 +246,45 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     if not overwrite:
         for subset in subsets:
             check_replaceable(out / f"{subset}.json", record, ckpt)
+    made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(generate_flags)
     from fairseq_compgen.pipelines.train import machine
     # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
     where = json.loads(machine(cpu or "--cpu" in extra))
     results = {}
-    for subset in subsets:
-        start, cpu_start = time.monotonic(), time.process_time()
-        generated, table, result, outputs = (out / f"{subset}{ext}"
-                                             for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS))
-        tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result, outputs)]
-        try:
-            if tagging:
-                n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])
-            else:
-                n, maxlen = reference_stats(data, subset)
-                generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
-            tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
-            r = score(metric, generated, data, subset, n, tmps[1]) | record
-            r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
-                              "cpu_seconds": round(time.process_time() - cpu_start, 1)}
-            tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            tmps[3].write_bytes(gzip_text(outputs_text(generated)))
-            tmps[1].replace(table)
-            tmps[3].replace(outputs)
-            tmps[2].replace(result)
-        finally:
-            for tmp in tmps:
-                tmp.unlink(missing_ok=True)
-        scorer = scoring.get(metric)
-        echo(f"{subset:8s} n={r.get('n', n):6d} {r.get('label') or scorer.label}={r[scorer.key]:.4f}")
-        results[subset] = r
+    try:
+        for subset in subsets:
+            start, cpu_start = time.monotonic(), time.process_time()
+            generated, table, result, outputs = (out / f"{subset}{ext}"
+                                                 for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS))
+            tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result, outputs)]
+            try:
+                if tagging:
+                    n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])
+                else:
+                    n, maxlen = reference_stats(data, subset)
+                    generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
+                tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
+                r = score(metric, generated, data, subset, n, tmps[1]) | record
+                r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
+                                  "cpu_seconds": round(time.process_time() - cpu_start, 1)}
+                tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+                tmps[3].write_bytes(gzip_text(outputs_text(generated)))
+                tmps[1].replace(table)
+                tmps[3].replace(outputs)
+                tmps[2].replace(result)
+            finally:
+                for tmp in tmps:
+                    tmp.unlink(missing_ok=True)
+            scorer = scoring.get(metric)
+            echo(f"{subset:8s} n={r.get('n', n):6d} {r.get('label') or scorer.label}={r[scorer.key]:.4f}")
+            results[subset] = r
+    except BaseException:  # e.g. an unreadable checkpoint: no empty folder of ours is left behind
+        for folder in made:
+            with contextlib.suppress(OSError):  # only an empty folder can be removed: results stay
+                folder.rmdir()
+        raise
     return results
 
 
