@@ -67,6 +67,14 @@ def seeds(cell: dict, scale: float, digits: int) -> str:
     return f"({cell['n']}: " + ", ".join(f"{scale * v:.{digits}f}" for v in cell["values"])
 
 
+def value_and_seeds(cell: dict, scale: float, digits: int) -> str:
+    """A cell as the README's rows at the paper's budget print it: one seed as "VALUE (1 seed: ...", more seeds as
+    "MEAN ± STD (N: V1, V2, ...)"."""
+    if cell["n"] == 1:
+        return f"{scale * cell['mean']:.{digits}f} (1 seed: "
+    return f"{mean_std(cell, scale, digits)} {seeds(cell, scale, digits)})"
+
+
 TABLE12 = {7: "abs_small_2_absolute", 8: "abs_small_6_absolute", 9: "abs_small_2_relative", 10: "abs_small_6_relative",
            11: "abs_small_2_attention", 12: "abs_small_6_attention", 13: "rel_eb_small_2s_absolute",
            14: "rel_eb_small_6s_absolute", 15: "rel_eb_small_2s_relative", 16: "rel_eb_small_6s_relative",
@@ -88,7 +96,7 @@ def test_readme_campaign_cells_are_the_exported_values():
         cell = exported("csordas_table3_5k", "scan", "gen", config)
         assert f"{label} {mean_std(cell, 1, 3)} {seeds(cell, 1, 3)})" in row, label
     cell = exported("csordas_table3_50k", "scan", "gen", "rel_uni_trafo")
-    assert f"| {cell['mean']:.4f} ({cell['n']} seed:" in readme_row("Csordás Table 3, SCAN cutoff 26, Rel. Uni.")
+    assert f"| {value_and_seeds(cell, 1, 4)}" in readme_row("Csordás Table 3, SCAN cutoff 26, Rel. Uni.")
     row = readme_row("Chaabouni Table 3, SCAN jump (%)")
     for label, config in [("Transformer", "transformer"), ("SAG + T5", "sag_t5")]:
         cell = exported("chaabouni_table3_jump", "jump", "test", config)
@@ -103,7 +111,7 @@ def test_readme_campaign_cells_are_the_exported_values():
     row = readme_row("Park & Kim Table 4, SCAN length, at the paper's budget (%)")
     for label, config in [("LT", "lt"), ("LT + L2 + orth", "lt_l2_orth")]:
         gen, iid = (exported("park_kim_table4_50k", "scan", subset, config) for subset in ("gen", "valid"))
-        assert f"{label} {100 * gen['mean']:.1f} ({gen['n']} seed: " in row, label
+        assert f"{label} {value_and_seeds(gen, 100, 1)}" in row, label
         assert f"; IID {100 * iid['mean']:.1f})" in row, label
         assert gen["verdict"] == "outside" and iid["verdict"] == "outside"
     cell = exported("russin_addjump", "add_jump", "test", "syntactic_attention")
