@@ -162,14 +162,15 @@ def test_step_by_step_decoding_equals_full_forward(arch):
     assert diff < 1e-4, f"{arch}: incremental decoding differs from the full forward pass by {diff}"
 
 
+@pytest.mark.parametrize("arch", ["rel_uni_transformer", "syntactic_attention"])
 @pytest.mark.parametrize("order", [[0, 1, 2], [0, 1], [2, 0, 0]], ids=["identity", "shorter-identity", "beam-step"])
-def test_reordering_skips_only_what_would_change_nothing(order):
+def test_reordering_skips_only_what_would_change_nothing(order, arch):
     """fairseq's generator reorders the encoder output and every cache at each step. Greedy decoding's order is the
     identity wherever no sentence finished: then nothing is copied (models/common.py:unchanged_order). A shorter
     identity (the last sentence finished and left the batch) and a beam step still reorder, and step-by-step
     decoding then equals the full pass over the reordered batch."""
     torch.manual_seed(0)
-    model = build("rel_uni_transformer").eval()
+    model = build(arch).eval()
     src, lengths, prev = _inputs(model)
     order = torch.tensor(order)
     identity = order.tolist() == list(range(src.size(0)))

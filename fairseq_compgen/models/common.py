@@ -30,3 +30,11 @@ def unchanged_order(new_order: Tensor, tensors: Iterable[Optional[Tensor]]) -> b
     if any(t is not None and (t.dim() == 0 or t.size(0) != n) for t in tensors):
         return False
     return torch.equal(new_order, torch.arange(n, dtype=new_order.dtype, device=new_order.device))
+
+
+def reorder_encoder_out(encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
+    """A batch-first encoder output's tensors reordered along the batch (beam search), or the output as it is where
+    the reorder would change nothing (unchanged_order)."""
+    if unchanged_order(new_order, (t for v in encoder_out.values() for t in v)):
+        return encoder_out
+    return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}

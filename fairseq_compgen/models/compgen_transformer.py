@@ -27,7 +27,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIn
 from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.models.common import EncoderOut, bool_flag, unchanged_order
+from fairseq_compgen.models.common import EncoderOut, bool_flag, reorder_encoder_out, unchanged_order
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.conv_self_attention import ConvSelfAttention
 from fairseq_compgen.modules.copy_decoder import CopyDistribution
@@ -123,9 +123,7 @@ class CompgenEncoder(FairseqEncoder):
         return {"encoder_out": [x], "encoder_padding_mask": [padding_mask], "src_tokens": [src_tokens]}
 
     def reorder_encoder_out(self, encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
-        if unchanged_order(new_order, (t for v in encoder_out.values() for t in v)):  # e.g. greedy, none finished
-            return encoder_out
-        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+        return reorder_encoder_out(encoder_out, new_order)
 
     def max_positions(self):
         return self.args.max_source_positions

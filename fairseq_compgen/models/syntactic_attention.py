@@ -59,7 +59,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.models.common import EncoderOut, bool_flag, set_default
+from fairseq_compgen.models.common import EncoderOut, bool_flag, reorder_encoder_out, set_default, unchanged_order
 
 def _run_packed(lstm: nn.LSTM, x: Tensor, lengths: Tensor):
     """Bidirectional LSTM over right-padded x [B, L, C] -> (outputs [B, L, 2H] zero at pads, h_n [2, B, H])."""
@@ -140,7 +140,7 @@ class SyntacticAttentionEncoder(FairseqEncoder):
         }
 
     def reorder_encoder_out(self, encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
-        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+        return reorder_encoder_out(encoder_out, new_order)
 
     def max_positions(self):
         return self.args.max_source_positions
@@ -205,7 +205,7 @@ class SyntacticAttentionDecoder(FairseqIncrementalDecoder):
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         state = self.get_incremental_state(incremental_state, "lstm_state")
-        if state is not None:
+        if state is not None and not unchanged_order(new_order, state.values()):  # greedy: mostly the identity
             state = {k: v.index_select(0, new_order) for k, v in state.items()}
             self.set_incremental_state(incremental_state, "lstm_state", state)
 
