@@ -100,7 +100,7 @@ def _repo_path(token: str):
     output such as runs/x or eval/<subset>.json)."""
     if " " in token or any(c in token for c in "<>*$") or "..." in token:
         return None
-    token = re.sub(r"(\.py):\w+$", r"\1", token.rstrip(".,;:"))  # file.py:function
+    token = re.sub(r"(\.py)::?\w+$", r"\1", token.rstrip(".,;:"))  # file.py:function, a pytest id file.py::test
     if token.startswith(ROOTS):
         return REPO / token
     if token.startswith(PACKAGE) or re.fullmatch(r"data/\w+\.py", token):
