@@ -114,6 +114,7 @@ def test_compgen_eval_scores_gen(trained, scan):
     r = json.loads((save / "eval" / "gen.json").read_text())
     assert r["n"] == 2624, out
     assert "gen" in out and "exact-match accuracy" in out
+    assert r["generate_flags"] == "" and "note: --beam" not in out  # greedy, eval's own flags only
     # the accuracy counted independently from the generate output eval kept: hypothesis == reference, token for token
     gen = (save / "eval" / "gen.generate.txt").read_text()
     H = {m.group(1): m.group(2).split() for m in re.finditer(r"^H-(\d+)\t\S+\t?(.*)$", gen, flags=re.M)}
@@ -138,6 +139,22 @@ def test_compgen_eval_scores_gen(trained, scan):
     before = outputs.read_bytes()
     run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "gen", "--cpu", "--overwrite"])
     assert outputs.read_bytes() == before
+
+
+def test_eval_with_beam_search_says_so_and_records_its_flags(trained, scan, tmp_path):
+    """--generate-flags reach fairseq-generate and the result JSON records them; a --beam over 1 with exact match
+    prints the note on fairseq's beam search ending a sentence once that many hypotheses have ended."""
+    from fairseq_compgen.pipelines.evaluate import requested_beam
+
+    save, _ = trained
+    out = run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path,
+               "--generate-flags", "--beam 2 --lenpen 1.5"])
+    r = json.loads((tmp_path / "valid.json").read_text())
+    assert r["generate_flags"] == "--beam 2 --lenpen 1.5" and r["n"] == 1828
+    assert "note: --beam 2 with an exact-match metric" in out
+    assert "'beam': 2" in (tmp_path / "valid.generate.txt").read_text()  # fairseq-generate's config as it ran
+    assert [requested_beam(f.split()) for f in ("", "--beam 4", "--beam=3 --cpu", "--nbest 2", "--beam x")] == \
+        [1, 4, 3, 1, 1]
 
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):

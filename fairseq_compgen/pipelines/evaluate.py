@@ -7,7 +7,8 @@ Default subsets: every binarized subset of DATA but train. For each subset it wr
 checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and aggregate reads; the checkpoint's
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
-checkpoint's file name in its run folder, "checkpoint_sha256", and "evaluated": the machine as `fairseq-compgen
+checkpoint's file name in its run folder, "checkpoint_sha256", "generate_flags": the --generate-flags it decoded
+with (as one shell-quoted string, "" for none), and "evaluated": the machine as `fairseq-compgen
 train` records it, GPU included unless --cpu, the wall-clock seconds the subset took, a time the process was
 stopped meanwhile included, and the process's CPU seconds, which such a pause does not count), SUBSET.outputs.gz
 (the decoded
@@ -26,7 +27,9 @@ Decoding:
   model that never emits EOS would otherwise decode to the limit);
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
---generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu).
+--generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu). A --beam
+over 1 with exact_match or comp prints a note to stderr: fairseq's beam search ends a sentence once that many
+hypotheses have ended, whatever their scores, which costs a confident model most of its exact matches (BEAM_NOTE).
 --user-dir PLUGIN imports the plugin folder a model was trained with (fairseq-train's --user-dir, e.g. one that
 registers its own position encoding) before the checkpoint is loaded; a sweep passes its runs' own --user-dir.
 Scoring: any scorer of fairseq_compgen/scoring/ (`fairseq-compgen score --help` lists them): exact_match (per
@@ -173,6 +176,28 @@ def check_checkpoint(ckpt: Path) -> None:
         raise UsageError(f"{ckpt} holds a {type(state).__name__} without the model's weights ('model'): {expected}")
 
 
+# fairseq's SequenceGenerator ends a sentence as soon as --beam hypotheses have ended (its is_finished), whatever
+# their scores, and keeps no later, better one: a near-certain model whose junk alternatives end early fills the beam
+# with them before its own output ends. Measured (docs/experiments.md, "Decoding"): Rel. Uni. trained 50,000 updates on
+# SCAN length, exact match on gen 0.976 greedy, 0.037 with --beam 4.
+BEAM_NOTE = ("note: --beam {beam} with an exact-match metric: fairseq's beam search ends a sentence once {beam} "
+             "hypotheses have ended, whatever their scores, so a confident model's early-ending alternatives can "
+             "crowd out its own output (SCAN length, Rel. Uni.: 0.976 greedy, 0.037 with --beam 4); the papers "
+             "decode greedily (docs/experiments.md, Decoding)")
+SEQUENCE_METRICS = ("exact_match", "comp")  # scored on the whole output: the metrics BEAM_NOTE is about
+
+
+def requested_beam(extra: Sequence[str]) -> int:
+    """The --beam the extra fairseq-generate flags ask for (1, eval's own, when they set none or fairseq would
+    reject the value: fairseq's parser reports that)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--beam", default="1")
+    try:
+        return int(p.parse_known_args(list(extra))[0].beam)
+    except (ValueError, SystemExit):
+        return 1
+
+
 def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool, batch_size: int,
                      extra: Sequence[str], out: Path) -> None:
     """fairseq-generate, in this process, writing its output (S/T/H lines and its log) to `out`."""
@@ -252,6 +277,9 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     from fairseq_compgen.pipelines.train import machine
     # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
     where = json.loads(machine(cpu or "--cpu" in extra))
+    beam = 1 if tagging else requested_beam(extra)
+    if beam > 1 and metric in SEQUENCE_METRICS:
+        print(BEAM_NOTE.format(beam=beam), file=sys.stderr)
     results = {}
     try:
         for subset in subsets:
@@ -266,7 +294,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
                     n, maxlen = reference_stats(data, subset)
                     generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
                 tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
-                r = score(metric, generated, data, subset, n, tmps[1]) | record
+                r = score(metric, generated, data, subset, n, tmps[1]) | record | {"generate_flags": shlex.join(extra)}
                 r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
                                   "cpu_seconds": round(time.process_time() - cpu_start, 1)}
                 tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")
