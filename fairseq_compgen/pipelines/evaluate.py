@@ -178,12 +178,12 @@ def check_checkpoint(ckpt: Path) -> None:
 
 # fairseq's SequenceGenerator ends a sentence as soon as --beam hypotheses have ended (its is_finished), whatever
 # their scores, and keeps no later, better one: a near-certain model whose junk alternatives end early fills the beam
-# with them before its own output ends. Measured (docs/experiments.md, "Decoding"): Rel. Uni. trained 50,000 updates on
-# SCAN length, exact match on gen 0.976 greedy, 0.037 with --beam 4.
+# with them before its own output ends. Measured (results/beam_search_scan26/, docs/experiments.md "Beam search and
+# exact match"): Rel. Uni. trained 50,000 updates on SCAN length, gen exact match 0.976 greedy, 0.037 with --beam 4.
 BEAM_NOTE = ("note: --beam {beam} with an exact-match metric: fairseq's beam search ends a sentence once {beam} "
              "hypotheses have ended, whatever their scores, so a confident model's early-ending alternatives can "
-             "crowd out its own output (SCAN length, Rel. Uni.: 0.976 greedy, 0.037 with --beam 4); the papers "
-             "decode greedily (docs/experiments.md, Decoding)")
+             "crowd out its own output (SCAN length, Rel. Uni., gen: 0.976 greedy, 0.037 with --beam 4); the "
+             "papers decode greedily (docs/experiments.md, 'Beam search and exact match')")
 SEQUENCE_METRICS = ("exact_match", "comp")  # scored on the whole output: the metrics BEAM_NOTE is about
 
 
