@@ -145,12 +145,10 @@ def check_subset(data: Path, subset: str, tagging: bool, metric: str) -> None:
 
 
 def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
-    """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset."""
+    """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset (check_subset found it)."""
     from fairseq.data import data_utils
 
-    src = glob.glob(f"{data}/{subset}.*-*.src.idx")
-    if not src:
-        raise no_subset(data, subset, "binarized")
+    src = glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx")
     tgt = data_utils.load_indexed_dataset(src[0][: -len("src.idx")] + "tgt", None)
     return len(tgt), int(tgt.sizes.max())
 
@@ -226,10 +224,9 @@ def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool
 
 def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size: int, extra: Sequence[str],
                      out: Path) -> int:
+    """COGS tagging's decoding of `subset` (check_subset found it) into `out`; the number of examples."""
     from fairseq_compgen.tasks import cogs_tagging_generate
 
-    if not (data / f"{subset}.src").is_file():
-        raise UsageError(f"no tagging subset {subset!r} in {data}")
     check_checkpoint(ckpt)
     with open(out, "w", encoding="utf-8") as f:
         cogs_tagging_generate.main([str(ckpt), str(data), "--gen-subset", subset, "--batch-size", str(batch_size),
