@@ -91,10 +91,17 @@ def test_eval_records_wall_and_cpu_seconds_apart(scan_bin, tmp_path, monkeypatch
     def waiting(*args):
         time.sleep(0.5)
         return fake(*args)
-    monkeypatch.setattr(evaluate, "generate_seq2seq", waiting)
+    without_model(monkeypatch, evaluate, waiting)
     evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], cpu=True, echo=lambda s: None)
     where = json.loads((run / "eval" / "gen.json").read_text())["evaluated"]
     assert where["seconds"] >= 0.5 and where["cpu_seconds"] < where["seconds"] - 0.3, where
+
+
+def without_model(monkeypatch, evaluate, generate):
+    """eval with no model: the checkpoint's stand-in bytes pass its check, and `generate` stands for
+    fairseq-generate."""
+    monkeypatch.setattr(evaluate, "check_checkpoint", lambda ckpt: None)
+    monkeypatch.setattr(evaluate, "generate_seq2seq", generate)
 
 
 def _fake_generate(right: bool = True, fail: bool = False):
@@ -119,7 +126,7 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     (run / "checkpoint_last.pt").write_bytes(b"last")
     (run / "checkpoint_best.pt").write_bytes(b"best")
     sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("last", "best")}
-    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=True))
+    without_model(monkeypatch, evaluate, _fake_generate(right=True))
     evaluate.evaluate(run / "checkpoint_last.pt", scan_bin, ["gen"], cpu=True, echo=lambda s: None)
     last = json.loads((run / "eval" / "gen.json").read_text())
     assert last["accuracy"] == 1.0 and last["checkpoint"] == "checkpoint_last.pt"
@@ -129,7 +136,7 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     assert where["machine"]["cores"] == os.cpu_count() and where["machine"]["gpu"] is None and where["seconds"] >= 0
     assert where["cpu_seconds"] >= 0
     # another checkpoint used to overwrite eval/gen.json, which the sweep and aggregate read
-    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(right=False))
+    without_model(monkeypatch, evaluate, _fake_generate(right=False))
     evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
     assert json.loads((run / "eval" / "gen.json").read_text()) == last
     best = json.loads((run / "eval" / "checkpoint_best" / "gen.json").read_text())
@@ -150,7 +157,7 @@ def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkey
     from fairseq_compgen.pipelines import evaluate
 
     (tmp_path / "checkpoint_last.pt").write_bytes(b"last")
-    monkeypatch.setattr(evaluate, "generate_seq2seq", _fake_generate(fail=True))
+    without_model(monkeypatch, evaluate, _fake_generate(fail=True))
     with pytest.raises(RuntimeError, match="decoding crashed"):
         evaluate.evaluate(tmp_path / "checkpoint_last.pt", scan_bin, ["gen"], echo=lambda s: None)
     assert not (tmp_path / "eval").exists()  # nothing, not even the folder it made

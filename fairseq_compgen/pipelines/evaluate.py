@@ -205,7 +205,6 @@ def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool
     import fairseq_compgen
 
     fairseq_compgen.register()
-    check_checkpoint(ckpt)
     args = [str(data), "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path", str(ckpt),
             "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", "--max-len-a", "0",
             "--max-len-b", str(maxlen), "--max-len-from-target", "--batch-size", str(batch_size),
@@ -227,7 +226,6 @@ def generate_tagging(ckpt: Path, data: Path, subset: str, cpu: bool, batch_size:
     """COGS tagging's decoding of `subset` (check_subset found it) into `out`; the number of examples."""
     from fairseq_compgen.tasks import cogs_tagging_generate
 
-    check_checkpoint(ckpt)
     with open(out, "w", encoding="utf-8") as f:
         cogs_tagging_generate.main([str(ckpt), str(data), "--gen-subset", subset, "--batch-size", str(batch_size),
                                     *(["--cpu"] if cpu else []), *extra], out=f)
@@ -261,6 +259,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
     for subset in subsets:  # every subset and its metadata before anything is decoded
         check_subset(data, subset, tagging, metric)
+    check_checkpoint(ckpt)  # once, and before any subset's data is read
     out_flag = "--out" if out else "the evaluation folder (--out's default)"
     out = Path(out) if out else default_out(ckpt)
     check_output_folder(out, out_flag)
