@@ -39,6 +39,7 @@ from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.modules.parent_heads import IGNORE
 from fairseq_compgen.tasks.autocast import AutocastConfig
+from fairseq_compgen.tasks.batching import RandomBatchesConfig, training_order
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 
@@ -60,9 +61,8 @@ def _load_dict(data, name):
 
 
 class TaggingDataset(FairseqDataset):
-    def __init__(self, src, tags, lfs, src_dict, tag_dicts, empty_as_pad=False, random_batches=False):
+    def __init__(self, src, tags, lfs, src_dict, tag_dicts, empty_as_pad=False):
         self.src, self.tags, self.lfs = src, tags, lfs
-        self.random_batches = random_batches
         self.src_dict, self.tag_dicts = src_dict, tag_dicts
         # tag string -> id; with empty_as_pad the empty tag gets the padding id (ignored by loss and metric)
         self.empty_ids = {f: (d.pad() if empty_as_pad else d.index(ct.EMPTY)) for f, d in tag_dicts.items()}
@@ -88,14 +88,8 @@ class TaggingDataset(FairseqDataset):
     def size(self, i):
         return int(self.sizes[i])
 
-    def ordered_indices(self):
-        if self.random_batches:  # fairseq calls this under numpy_seed(seed + epoch): a new order every epoch
-            return np.random.permutation(len(self.src))
+    def ordered_indices(self):  # fairseq's equal-length batches (--random-batches: tasks/batching.py)
         return np.argsort(self.sizes, kind="mergesort")
-
-    @property
-    def can_reuse_epoch_itr_across_epochs(self):
-        return not self.random_batches  # random batches: fairseq rebuilds the batches every epoch
 
     def collater(self, samples):
         if not samples:
@@ -122,12 +116,8 @@ class TaggingDataset(FairseqDataset):
 
 
 @dataclass
-class CogsTaggingConfig(AutocastConfig):
+class CogsTaggingConfig(AutocastConfig, RandomBatchesConfig):
     data: str = field(default="", metadata={"help": "folder written by fairseq-compgen prep cogs_tagging"})
-    random_batches: bool = field(default=False, metadata={
-        "help": "train on batches of random sentences, drawn afresh every epoch (the authors' tf.data pipeline: a "
-                "full shuffle, then batches of --batch-size), instead of fairseq's batches of equal-length sentences "
-                "(where, e.g., all one-word primitive examples share a few batches)"})
     empty_tags_as_padding: bool = field(default=False, metadata={
         "help": "a reading of the authors' code (cogs_tagging.ipynb: loss and metric skip targets equal to PAD, id 0), "
                 "in which an empty tag shares id 0 with PAD: empty role/category/noun-type/verb-name targets are "
@@ -177,9 +167,8 @@ class CogsTaggingTask(CheckedTrainStep, FairseqTask):  # train_step: --autocast-
             except ct.TaggingError as e:
                 raise DataError(f"{base}.parent", k + 1, f"tag lines aligned with {base}.src ({e})", s) from None
             tags.append(t)
-        self.datasets[split] = TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries,
-                                              self.cfg.empty_tags_as_padding,
-                                              self.cfg.random_batches and split == "train")
+        self.datasets[split] = training_order(TaggingDataset(src, tags, lfs, self.src_dict, self.tag_dictionaries,
+                                                             self.cfg.empty_tags_as_padding), split, self.cfg)
         logger.info("cogs_tagging %s: %d examples", split, len(src))
 
     def build_model(self, cfg, from_checkpoint=False):

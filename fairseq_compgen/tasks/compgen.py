@@ -30,6 +30,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks.autocast import AutocastConfig
+from fairseq_compgen.tasks.batching import RandomBatchesConfig, training_order
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
@@ -38,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CompgenConfig(TranslationConfig, AutocastConfig):
+class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig):
     # Both metrics are on by default; the flags switch them off (fairseq turns a True-default bool into a
     # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
     no_eval_accuracy: bool = field(
@@ -176,6 +177,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-
                         raise UsageError(f"{path} is empty: subset {split!r} has no examples; rerun its `fairseq-compgen prep` "
                                          f"command or leave {split!r} out of --valid-subset / --gen-subset")
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        self.datasets[split] = training_order(self.datasets[split], split, self.cfg)  # --random-batches
         if self.cfg.eval_comp and split == (self.cfg.eval_comp_subset or os.path.basename(self.cfg.eval_comp).split(".")[0]):
             from fairseq_compgen.scoring.comp import read_meta
             self._comp_meta = read_meta(self.cfg.eval_comp)

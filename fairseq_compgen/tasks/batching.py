@@ -1,0 +1,50 @@
+"""`--random-batches`: training batches of sentences drawn at random, a new draw every epoch, instead of fairseq's
+batches of sentences of one length.
+
+fairseq sorts a training set by length and cuts it into batches (LanguagePairDataset.ordered_indices; the batches'
+order is shuffled, their content is not), so every batch holds one length band: on SCAN, a batch of 256 one- or
+two-action commands, then one of 26-action ones. The papers' own pipelines mix lengths in every batch:
+
+* Csordás, Irie & Schmidhuber (2021), "The Devil is in the Detail: Simple Tricks Improve Systematic Generalization of
+  Transformers", EMNLP: their code (github.com/RobertCsordas/transformer_generalization, framework/loader/sampler.py,
+  InfiniteSampler, used by tasks/task.py's training loader) draws every training example uniformly at random, with
+  replacement; Park & Kim (2024) use "the experimental settings from Csordás et al." (their §5.2);
+* Ontañón et al. (2022), "Making Transformers Solve Compositional Tasks", ACL: a tf.data pipeline that shuffles
+  the whole set, then batches.
+
+Here each epoch is a random permutation of the training set cut into batches of --batch-size (every example once
+per epoch; the with-replacement sampler may repeat or skip one within an epoch's worth of draws: the same in
+expectation). fairseq calls ordered_indices under numpy_seed(seed + epoch), so a run resumed mid-epoch draws that
+epoch's batches again exactly. Validation and test subsets keep fairseq's equal-length batches: their results do not
+depend on the order, and equal lengths pad least.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+from fairseq.data import BaseWrapperDataset
+from fairseq.dataclass import FairseqDataclass
+
+
+@dataclass
+class RandomBatchesConfig(FairseqDataclass):
+    """The flag, shared by the tasks that train (compgen, cogs_tagging)."""
+    random_batches: bool = field(default=False, metadata={
+        "help": "train on batches of random sentences, drawn afresh every epoch (a shuffle of the training set, then "
+                "batches of --batch-size: the sampling of Csordás et al.'s and Ontañón et al.'s own pipelines), "
+                "instead of fairseq's batches of sentences of one length; validation keeps fairseq's batches"})
+
+
+class RandomOrder(BaseWrapperDataset):
+    """`dataset` whose batches are built from a random permutation, drawn again each epoch (see the module)."""
+
+    def ordered_indices(self):
+        return np.random.permutation(len(self)).astype(np.int64)  # under fairseq's numpy_seed(seed + epoch)
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False  # fairseq then builds each epoch's batches anew, with that epoch's seed
+
+
+def training_order(dataset, split: str, cfg):
+    """The dataset a task keeps for `split`: train in random order under --random-batches, else as it is."""
+    return RandomOrder(dataset) if split == "train" and getattr(cfg, "random_batches", False) else dataset

@@ -1,0 +1,58 @@
+"""--random-batches (tasks/batching.py) on the compgen task: training batches mix lengths, are drawn again each epoch
+and the same again for the same epoch (a resumed run); without it, fairseq's batches of one length band."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from model_helpers import build_task
+
+
+def epoch_batches(task, dataset, epoch):
+    """The training batches of `epoch` as fairseq builds them (ids per batch, in the order they are trained on)."""
+    itr = task.get_batch_iterator(dataset, max_sentences=32, seed=1, epoch=epoch)
+    return [b["id"].tolist() for b in itr.next_epoch_itr(shuffle=True)]
+
+
+def test_random_batches_mix_lengths_and_are_drawn_again_each_epoch(scan_bin):
+    task, _, _ = build_task(scan_bin, "compgen_transformer", ["--random-batches"])
+    for split in ("train", "valid"):
+        task.load_dataset(split)
+    train = task.dataset("train")
+    sizes = train.sizes[:, 0] if train.sizes.ndim > 1 else train.sizes  # source lengths
+    first, second, first_again = (epoch_batches(task, train, e) for e in (1, 2, 1))
+    assert sorted(i for b in first for i in b) == list(range(len(train))) == sorted(i for b in second for i in b)
+    assert first != second and first == first_again  # a new draw per epoch; a resumed epoch draws the same
+    assert sum(len(set(sizes[b])) > 1 for b in first) >= len(first) - 1  # lengths mixed (a last short batch aside)
+    # validation keeps fairseq's order: sorted by length
+    valid = task.dataset("valid")
+    order = valid.ordered_indices()
+    assert (np.diff(valid.src_sizes[order]) >= 0).all()
+
+
+def test_without_the_flag_each_batch_is_one_length_band(scan_bin):
+    task, _, _ = build_task(scan_bin, "compgen_transformer")
+    task.load_dataset("train")
+    train = task.dataset("train")
+    batches = epoch_batches(task, train, 1)
+    spans = sorted((train.src_sizes[b].min(), train.src_sizes[b].max()) for b in batches)
+    # fairseq's batches cut the length-sorted set: their length ranges follow each other without overlapping
+    assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(spans, spans[1:]))
+    assert epoch_batches(task, train, 2) != batches  # fairseq shuffles the batches' order, not their content
+    assert sorted(map(sorted, epoch_batches(task, train, 2))) == sorted(map(sorted, batches))
+
+
+def test_fairseq_train_runs_with_random_batches(scan_bin, tmp_path):
+    save = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", "csordas/scan", "--cpu",
+           "compgen_transformer_scan", str(scan_bin), str(save), "--random-batches", "--batch-size", "32",
+           "--max-update", "12", "--validate-interval-updates", "12", "--save-interval-updates", "12",
+           "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--num-workers", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    log = p.stdout + p.stderr  # fairseq-train's log (a sweep keeps it as train.log)
+    assert "'random_batches': True" in log
+    done = [json.loads(line.split("| train | ")[1]) for line in log.splitlines() if "| train | " in line]
+    assert done and done[-1]["train_num_updates"] == "12"
+    assert "creating new batches for epoch 2" in log  # a new draw for the second epoch
