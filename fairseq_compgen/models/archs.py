@@ -65,7 +65,7 @@ def base_architecture(args):
         dropout=0.1, attention_dropout=0.1, activation_dropout=0.1, embedding_dropout=None,
         embedding_scaling="ped", param_init="default",
         universal=False, normalize_before=False, attention_bias=False,
-        share_decoder_input_output_embed=True, share_all_embeddings=False,
+        share_decoder_input_output_embed=True, share_all_embeddings=False, encoder_bos=False,
         max_source_positions=1024, max_target_positions=1024,
         self_attn_type="attention", encoder_sag_init=None, decoder_sag_init=None,  # archs_chaabouni.py
         copy_decoder=False,  # archs_ontanon.py

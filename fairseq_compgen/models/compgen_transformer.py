@@ -14,6 +14,7 @@ Options of this module (see `--help` for all flags):
 * Universal layer sharing (`--universal`)                                  (Csordás et al. 2021, §2.2)
 * post-LN (the authors' code) or pre-LN (`--normalize-before`)
 * tied output embedding with a learned output bias                        (Csordás et al. 2021, App. B)
+* a start token before every source (`--encoder-bos`)                     (Csordás et al. 2021, their code)
 
 Tensors are batch-first inside the model: [B, T, C].
 """
@@ -37,6 +38,7 @@ from fairseq_compgen.modules.linear_attention import QK_NORMS, LinearAttention
 from fairseq_compgen.modules.param_init import PARAM_INITS, apply_param_init
 from fairseq_compgen.modules import positions
 from fairseq_compgen.modules.embedding import EMBEDDING_SCALINGS, TokenEmbedding
+from fairseq_compgen.modules.encoder_bos import prepend_bos
 from fairseq_compgen.modules.positions import randomized
 from fairseq_compgen.modules.positions import registry as position_registry
 from fairseq_compgen.modules.self_attention_gate import build_gate
@@ -113,6 +115,8 @@ class CompgenEncoder(FairseqEncoder):
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs) -> EncoderOut:
         """src_tokens [B, S] (left- or right-padded) -> {"encoder_out": [[B, S, C]], "encoder_padding_mask": [[B, S]], ...}"""
+        if bool_flag(self.args.encoder_bos):  # [B, S + 1]: Csordás et al.'s [SOS, x, EOS] (modules/encoder_bos.py)
+            src_tokens = prepend_bos(src_tokens, self.dictionary.bos(), self.padding_idx)
         padding_mask = src_tokens.eq(self.padding_idx)  # [B, S]
         pos = _sampled_positions(self, src_tokens.size(1), src_tokens.device)  # [S] or None
         x = self.embed(src_tokens, positions=pos)  # [B, S, C]
@@ -273,6 +277,9 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
         a("--copy-decoder", type=bool_flag, metavar="BOOL",
           help="copy decoder (Ontañón et al. 2022 §4.2): mix the vocabulary softmax with a copy distribution from "
                "single-head attention over the encoder output, through a sigmoid gate; needs a joined dictionary")
+        a("--encoder-bos", type=bool_flag, metavar="BOOL",
+          help="the encoder reads [BOS, source, EOS] instead of fairseq's [source, EOS]: the source dictionary's "
+               "<s> before every sentence, inserted by the encoder (Csordás et al.'s code; modules/encoder_bos.py)")
         a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
         a("--max-target-positions", type=int, metavar="N", help="longest target accepted")
 
