@@ -67,3 +67,8 @@ def test_step_by_step_decoding_equals_full_forward_with_encoder_bos():
         enc, state = model.encoder(src, None), {}
         steps = [model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0] for t in range(prev.size(1))]
     assert (torch.cat(steps, 1) - full).abs().max() < 1e-4
+
+
+def test_the_longest_source_accepted_leaves_room_for_the_bos():
+    assert build("rel_uni_transformer", encoder_bos=True, max_source_positions=20).encoder.max_positions() == 19
+    assert build("rel_uni_transformer", max_source_positions=20).encoder.max_positions() == 20

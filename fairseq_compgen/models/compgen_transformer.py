@@ -129,8 +129,8 @@ class CompgenEncoder(FairseqEncoder):
     def reorder_encoder_out(self, encoder_out: EncoderOut, new_order: Tensor) -> EncoderOut:
         return reorder_encoder_out(encoder_out, new_order)
 
-    def max_positions(self):
-        return self.args.max_source_positions
+    def max_positions(self):  # the longest source fairseq lets in: one position less when the encoder adds a BOS
+        return self.args.max_source_positions - int(bool_flag(self.args.encoder_bos))
 
 
 class CompgenDecoder(FairseqIncrementalDecoder):
