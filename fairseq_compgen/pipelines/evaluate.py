@@ -259,7 +259,6 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         raise UsageError(f"{data} has no binarized subset other than train: nothing to evaluate")
     for subset in subsets:  # every subset and its metadata before anything is decoded
         check_subset(data, subset, tagging, metric)
-    check_checkpoint(ckpt)  # once, and before any subset's data is read
     out_flag = "--out" if out else "the evaluation folder (--out's default)"
     out = Path(out) if out else default_out(ckpt)
     check_output_folder(out, out_flag)
@@ -267,6 +266,7 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     if not overwrite:
         for subset in subsets:
             check_replaceable(out / f"{subset}.json", record, ckpt)
+    check_checkpoint(ckpt)  # once, before any folder is made or any subset's data is read
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(generate_flags)
