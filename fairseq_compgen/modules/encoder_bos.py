@@ -20,13 +20,8 @@ def prepend_bos(src_tokens: Tensor, bos: int, pad: int) -> Tensor:
     non-pad token, the padding kept on its side."""
     B, S = src_tokens.shape
     out = src_tokens.new_full((B, S + 1), pad)
-    left_padded = bool(src_tokens[:, 0].eq(pad).any())
-    if not left_padded:  # right padding (or none): BOS in column 0, the sentence after it
-        out[:, 0] = bos
-        out[:, 1:] = src_tokens
-        return out
     out[:, 1:] = src_tokens
-    first = src_tokens.ne(pad).long().argmax(dim=1)  # [B]: the first real token's column in src_tokens
+    first = src_tokens.ne(pad).long().argmax(dim=1)  # [B]: each row's first real token (0 when right-padded)
     # that token is now in column first + 1 of `out`; column `first` (a pad, or the new column 0) takes the BOS
     out.scatter_(1, first.unsqueeze(1), torch.full_like(first.unsqueeze(1), bos))
     return out

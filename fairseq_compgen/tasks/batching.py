@@ -47,4 +47,4 @@ class RandomOrder(BaseWrapperDataset):
 
 def training_order(dataset, split: str, cfg):
     """The dataset a task keeps for `split`: train in random order under --random-batches, else as it is."""
-    return RandomOrder(dataset) if split == "train" and getattr(cfg, "random_batches", False) else dataset
+    return RandomOrder(dataset) if split == "train" and cfg.random_batches else dataset
