@@ -72,3 +72,27 @@ def test_step_by_step_decoding_equals_full_forward_with_encoder_bos():
 def test_the_longest_source_accepted_leaves_room_for_the_bos():
     assert build("rel_uni_transformer", encoder_bos=True, max_source_positions=20).encoder.max_positions() == 19
     assert build("rel_uni_transformer", max_source_positions=20).encoder.max_positions() == 20
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["left-padded", "right-padded"])
+def test_the_copy_decoder_never_copies_the_inserted_bos(left):
+    """Ontañón et al.'s copy decoder with --encoder-bos: <s> is no source word, so it gets no copy mass; p(<s>) is
+    the vocabulary distribution's share alone, (1 - w) p1(<s>), and the source words share all of the copy mass."""
+    torch.manual_seed(0)
+    model = build("ontanon_rel2_eb_c", encoder_bos=True).eval()
+    dec = model.decoder
+    with torch.no_grad():
+        dec.copy.gate.bias.fill_(2.0)  # mostly copying: w near 0.9
+    rows = [[5, 6, 7], [8]]
+    src, prev = batch(rows, left), torch.tensor([[EOS, 4, 5], [EOS, 6, 4]])
+    with torch.no_grad():
+        p = model.get_normalized_probs(model(src, None, prev), log_probs=False)  # [B, T, V]
+        enc = model.encoder(src, None)
+        y, _ = dec.extract_features(prev, enc)
+        p1 = torch.softmax(dec.output_layer(y), -1)
+        w = torch.sigmoid(dec.copy.gate(y))  # [B, T, 1]
+    assert torch.allclose(p[..., BOS], (1 - w[..., 0]) * p1[..., BOS], atol=1e-6)
+    for b, r in enumerate(rows):
+        words = sorted(set(r)) + [EOS]  # the source's tokens as the binarized data has them
+        copied = p[b][:, words] - (1 - w[b]) * p1[b][:, words]  # [T, words]: the copy's share
+        assert torch.allclose(copied.sum(-1), w[b, :, 0], atol=1e-5)
