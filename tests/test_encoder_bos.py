@@ -96,3 +96,15 @@ def test_the_copy_decoder_never_copies_the_inserted_bos(left):
         words = sorted(set(r)) + [EOS]  # the source's tokens as the binarized data has them
         copied = p[b][:, words] - (1 - w[b]) * p1[b][:, words]  # [T, words]: the copy's share
         assert torch.allclose(copied.sum(-1), w[b, :, 0], atol=1e-5)
+
+
+def test_the_tagger_refuses_encoder_bos():
+    """compgen_tagger accepted --encoder-bos and failed in the loss (batch 56 against 48 tags: helper audit,
+    2026-11-28): it reads one tag per source position, so a refusal before anything is built."""
+    import argparse
+
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.models.tagger import CompgenTaggerModel
+
+    with pytest.raises(UsageError, match="--encoder-bos does not apply to compgen_tagger"):
+        CompgenTaggerModel.build_model(argparse.Namespace(encoder_bos="True"), task=None)

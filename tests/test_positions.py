@@ -452,3 +452,11 @@ def test_training_attention_path_equals_sdpa(arch):
         explicit = model.train()(src, lengths, prev)[0]
         sdpa = model.eval()(src, lengths, prev)[0]
     assert torch.allclose(explicit, sdpa, atol=1e-5)
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, math.inf, math.nan])
+def test_fire_threshold_must_be_finite_and_positive(threshold):
+    """--fire-threshold inf passed the old check (threshold <= 0) and trained to NaN gradients at the first update,
+    reported as a divergence (helper audit, 2026-11-28)."""
+    with pytest.raises(UsageError, match="a finite --fire-threshold > 0"):
+        build("fire_transformer_scan", fire_threshold=threshold)

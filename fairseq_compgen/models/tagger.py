@@ -21,6 +21,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from torch import nn
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.models.common import bool_flag
 from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, build_embedding
 from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
@@ -75,6 +76,9 @@ class CompgenTaggerModel(BaseFairseqModel):
     @classmethod
     def build_model(cls, args, task):
         cls.complete_args(args, task)
+        if bool_flag(args.encoder_bos):  # tags are read one per source position: an inserted <s> shifts them all
+            raise UsageError("--encoder-bos does not apply to compgen_tagger: it tags each source token, and the "
+                             "encoder's inserted <s> would put every tag one position off (leave it False)")
         src_dict = task.source_dictionary
         encoder = CompgenEncoder(args, src_dict, build_embedding(args, src_dict, args.encoder_embed_dim))
         model = cls(args, encoder, {f: len(task.tag_dictionaries[f]) for f in TAG_FIELDS})

@@ -22,6 +22,7 @@ different scale than its last ones); positions count from the first real token (
 padding changes nothing. Under randomized positions (`--random-positions`) they are the sample's, read by column as
 every encoding reads them (positions/randomized.py), and n - 1 is the last column's sampled position.
 """
+import math
 from typing import Optional
 
 import torch
@@ -47,8 +48,8 @@ class FIRE(AttentionPosition):
 
     def __init__(self, embed_dim: int, num_heads: int, causal: bool, hidden: int = 32, threshold: float = 16.0):
         super().__init__()
-        if hidden < 1 or threshold <= 0:
-            raise UsageError(f"fire needs --fire-hidden >= 1 and --fire-threshold > 0, got {hidden}, {threshold}")
+        if hidden < 1 or not 0 < threshold < math.inf:  # nan and inf too: psi(max(L, i)) would be nan or inf
+            raise UsageError(f"fire needs --fire-hidden >= 1 and a finite --fire-threshold > 0, got {hidden}, {threshold}")
         self.causal = causal
         self.mlp_in, self.mlp_out = nn.Linear(1, hidden), nn.Linear(hidden, num_heads)
         self.log_c = nn.Parameter(torch.tensor(C_INIT).log())  # c = 0.1
