@@ -112,7 +112,8 @@ def test_readme_campaign_cells_are_the_exported_values():
     for label, config in [("LT", "lt"), ("LT + L2 + orth", "lt_l2_orth")]:
         gen, iid = (exported("park_kim_table4_50k", "scan", subset, config) for subset in ("gen", "valid"))
         assert f"{label} {value_and_seeds(gen, 100, 1)}" in row, label
-        assert f"; IID {100 * iid['mean']:.1f})" in row, label
+        iid_text = f"{100 * iid['mean']:.1f}" if iid["n"] == 1 else f"{mean_std(iid, 100, 1)} {seeds(iid, 100, 1)})"
+        assert f"IID {iid_text}" in row, label
         assert gen["verdict"] == "outside" and iid["verdict"] == "outside"
     cell = exported("russin_addjump", "add_jump", "test", "syntactic_attention")
     median = statistics.median(cell["values"])
