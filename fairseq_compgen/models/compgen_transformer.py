@@ -175,7 +175,7 @@ class CompgenDecoder(FairseqIncrementalDecoder):
             logits = self.output_layer(x)
             if self.copy is not None:  # normalized log-probabilities, not logits
                 src = encoder_out["src_tokens"][0]  # [B, S]
-                # copied from are source words only: not padding, nor the <s> of --encoder-bos (modules/encoder_bos.py)
+                # the copy reads source words only: not padding, nor the <s> of --encoder-bos (modules/encoder_bos.py)
                 not_words = encoder_out["encoder_padding_mask"][0] | src.eq(self.dictionary.bos())  # [B, S]
                 logits = self.copy(x, logits, encoder_out["encoder_out"][0], not_words, src)
             x = logits
