@@ -20,7 +20,7 @@ import pytest
 from fairseq_compgen.data import cfq, cogs, pcfg
 from fairseq_compgen.data import mathematics as md
 from fairseq_compgen.data.binarize import CountMismatch
-from fairseq_compgen.data.io import DataError
+from fairseq_compgen.data.io import MANIFEST, DataError, staged_files
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.prep import module as prep_module
 
@@ -542,6 +542,33 @@ def test_cogs_tagging_checks_counts_and_replaces_files_together(tmp_path):
     assert len(_lines(out / "train.src")) == 484 and (out / "mine.txt").is_file()
     with pytest.raises(CountMismatch, match="COGS gen: 20 categories, expected 21"):
         cogs.check_categories([f"c{i}" for i in range(20)])
+
+
+@needs_cogs
+def test_a_second_prep_into_the_same_folder_keeps_the_first_ones_files(tmp_path):
+    """`prep cogs_tagging` into the folder of `prep cogs` treated cogs' manifest as its own stale outputs: it
+    deleted bin/ and the *.tgt files, and replaced train.src and gen.cat. Each prep now owns the files it wrote."""
+    small = _cogs_sample(tmp_path / "small", every=100)
+    prep_module("cogs").main(["--out", str(tmp_path / "out"), "--cogs-dir", str(small), "--no-count-check"])
+    d = tmp_path / "out" / "default"
+    before = _digest(d)
+    assert "bin/dict.src.txt" in before and "train.tgt" in before
+    with pytest.raises(UsageError, match=r"default/gen\.cat was written by `prep cogs`; `prep cogs_tagging` would "
+                                         r"replace it and mix their data: write into another folder"):
+        prep_module("cogs_tagging").main(["--out", str(d), "--cogs-dir", str(small), "--no-count-check"])
+    assert _digest(d) == before
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["default"], "no staging or old folder left"
+    # a writer that shares no file with the first: both keep theirs, and each rerun removes only its own stale files
+    with staged_files(d, "mine") as stage:
+        (stage / "a.txt").write_text("a\n")
+        (stage / "b.txt").write_text("b\n")
+    prep_module("cogs").main(["--out", str(tmp_path / "out"), "--cogs-dir", str(small), "--no-count-check"])
+    with staged_files(d, "mine") as stage:
+        (stage / "a.txt").write_text("a2\n")
+    assert not (d / "b.txt").exists() and (d / "a.txt").read_text() == "a2\n"
+    assert {k: v for k, v in _digest(d).items() if k not in ("a.txt", MANIFEST)} == \
+        {k: v for k, v in before.items() if k != MANIFEST}
+    assert json.loads((d / MANIFEST).read_text())["by"]["mine"] == ["a.txt"]
 
 
 # ---------------------------------------------------------------------------

@@ -62,11 +62,11 @@ def test_staged_files_puts_everything_back_when_a_rename_fails(tmp_path):
     """A file of the user where the output needs a folder is refused before anything is moved; the old outputs
     stay as they were."""
     d = tmp_path / "x"
-    with staged_files(d) as stage:
+    with staged_files(d, "test") as stage:
         (stage / "a.txt").write_text("old a\n")
     (d / "bin").write_text("the user's file named bin\n")
     with pytest.raises(UsageError, match=r"x/bin is a file, but the output needs a folder there \(for bin/dict\.txt\)"):
-        with staged_files(d) as stage:
+        with staged_files(d, "test") as stage:
             (stage / "a.txt").write_text("new a\n")
             (stage / "bin").mkdir()
             (stage / "bin" / "dict.txt").write_text("new\n")
@@ -174,7 +174,26 @@ def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkey
 
 
 def test_staged_files_of_an_empty_stage_into_a_new_folder(tmp_path):
-    with staged_files(tmp_path / "new") as stage:
+    with staged_files(tmp_path / "new", "test") as stage:
         assert stage.is_dir()
-    assert json.loads((tmp_path / "new" / MANIFEST).read_text()) == {"files": []}
+    assert json.loads((tmp_path / "new" / MANIFEST).read_text()) == {"by": {"test": []}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_a_manifest_of_an_earlier_version_names_no_writer(tmp_path):
+    """Its files are replaced when rewritten and kept otherwise (whose stale outputs they are is unknown)."""
+    d = tmp_path / "x"
+    d.mkdir()
+    (d / "a.txt").write_text("old a\n")
+    (d / "b.txt").write_text("old b\n")
+    (d / MANIFEST).write_text(json.dumps({"files": ["a.txt", "b.txt"]}))
+    with staged_files(d, "prep test") as stage:
+        (stage / "a.txt").write_text("new a\n")
+    assert (d / "a.txt").read_text() == "new a\n" and (d / "b.txt").read_text() == "old b\n"
+    assert json.loads((d / MANIFEST).read_text()) == {"by": {"prep test": ["a.txt"]}}
+    (d / MANIFEST).write_text(json.dumps({"by": ["a.txt"]}))
+    with pytest.raises(UsageError, match=r"x/\.prep-files\.json: expected the JSON object of the files each prep "
+                                         r"wrote"):
+        with staged_files(d, "prep test") as stage:
+            (stage / "a.txt").write_text("newer a\n")
+    assert (d / "a.txt").read_text() == "new a\n"

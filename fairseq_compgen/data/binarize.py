@@ -15,8 +15,9 @@ built in a staging folder beside it, the counts are checked (no empty subset,
 the papers' statistics), the binaries are built and checked against the text,
 and only then are the staged files renamed into the split folder, each replacing the file of the same name
 (:func:`~fairseq_compgen.data.io.staged_files`): what else the folder holds (``russin/`` of
-``fairseq-compgen prep russin``, a file of the user) stays; of the earlier outputs only those this run no
-longer writes go (listed in ``.prep-files.json``).  A plain file at the split path is refused.
+``fairseq-compgen prep russin``, another prep's outputs, a file of the user) stays; of the same prep's
+earlier outputs only those this run no longer writes go (listed in ``.prep-files.json``).  A plain file at the
+split path is refused.
 A failure or an interrupt at any point leaves the previous outputs untouched
 and no temporary files behind.  Rerunning with the same inputs rewrites identical files
 (``preprocess.log`` aside).
@@ -397,6 +398,7 @@ def prepare_split(
     dict_from: str = "train",
     side_files: Optional[Mapping[str, Union[str, bytes]]] = None,
     sources: Optional[Mapping[str, str]] = None,
+    writer: str = "prepare_split",
 ) -> Dict[str, dict]:
     """Write text, check counts, binarize, verify and print: the whole pipeline for one split.
 
@@ -411,7 +413,8 @@ def prepare_split(
     (e.g. that gen.cat has one line per gen example); ``sources`` (subset -> file) names the file of a subset
     whose count differs.  After binarizing, :func:`summarize` checks that the
     binaries hold exactly the examples of the text.  ``extra_files`` (name -> lines) are written beside the
-    text and copied into ``bin/``.  Returns the summary of :func:`summarize`.
+    text and copied into ``bin/``.  ``writer`` names the command in ``split_dir``'s manifest (``"prep scan"``):
+    another command's files there are not replaced.  Returns the summary of :func:`summarize`.
     """
     split_dir = Path(split_dir)
     checks = [nonempty_checker(title)]
@@ -419,7 +422,7 @@ def prepare_split(
         checks.append(count_checker(expected, title, strict=strict_counts, sources=sources))
     if extra_check is not None:
         checks.append(extra_check)
-    with staged_files(split_dir) as stage:
+    with staged_files(split_dir, writer) as stage:
         counts = write_text(stage, data, extra_files=extra_files)
         for check in checks:
             check(counts)

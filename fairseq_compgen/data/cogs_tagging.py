@@ -390,7 +390,7 @@ def prepare_tags(args: argparse.Namespace) -> Dict[str, int]:
         if subset == "gen":
             files["gen.cat"] = "\n".join(c for _, _, c in examples) + "\n"
     files.update(dictionaries(files, list(data)))
-    with staged_files(args.out) as stage:  # every file replaced together, or none
+    with staged_files(args.out, "prep cogs_tagging") as stage:  # every file replaced together, or none
         for name, text in files.items():
             (stage / name).write_text(text, encoding="utf-8")
     print(f"COGS tagging: wrote {args.out} ({', '.join(f'{k} {v}' for k, v in counts.items())})")

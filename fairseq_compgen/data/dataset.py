@@ -237,7 +237,7 @@ def prepare_folder(name: str, dataset: Dataset, args: argparse.Namespace, split:
         split.title or f"{name} {folder}".strip(), Path(args.out) / folder, pairs, expected=expected,
         extra_files=extra, sources=sources, side_files=split.side_files or None,
         extra_check=(lambda counts: [check(counts) for check in checks]) if checks else None,
-        **common_options(args),
+        writer=f"prep {name}", **common_options(args),
     )
     for subset, c in cats.items():
         print(f"{subset} categories: {len(set(c))} ({subset}.cat)")

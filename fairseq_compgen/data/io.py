@@ -173,7 +173,7 @@ def staged_dir(path: PathLike) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
-MANIFEST = ".prep-files.json"  # in a folder written by staged_files: the files (relative paths) it wrote there
+MANIFEST = ".prep-files.json"  # in a folder written by staged_files: writer -> the files (relative paths) it wrote there
 
 
 def _files(folder: Path) -> list:
@@ -185,17 +185,23 @@ def _files(folder: Path) -> list:
     return sorted(out)
 
 
-def written_files(path: PathLike) -> list:
-    """The files (relative paths) :func:`staged_files` last wrote into the folder ``path`` ([] if none)."""
+def written_files(path: PathLike) -> dict:
+    """Writer -> the files (relative paths) :func:`staged_files` last wrote for it into the folder ``path`` ({} if
+    none). A manifest of an earlier version (``{"files": [...]}``, no writers) reads as ``{None: files}``."""
     manifest = Path(path) / MANIFEST
     if not manifest.is_file():
-        return []
+        return {}
     try:
-        names = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-    except (ValueError, KeyError, TypeError):
-        raise UsageError(f"{manifest}: expected the JSON list of files a prep wrote ({{\"files\": [...]}}); "
-                         f"delete it to treat every file there as the user's") from None
-    return [n for n in names if isinstance(n, str) and not os.path.isabs(n) and ".." not in Path(n).parts]
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        by = {None: data["files"]} if "files" in data else dict(data["by"])
+        if not all(isinstance(names, list) for names in by.values()):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(f"{manifest}: expected the JSON object of the files each prep wrote "
+                         f"({{\"by\": {{\"prep NAME\": [...]}}}}); delete it to treat every file there as the "
+                         f"user's") from None
+    return {writer: [n for n in names if isinstance(n, str) and not os.path.isabs(n) and ".." not in Path(n).parts]
+            for writer, names in by.items()}
 
 
 def _restore_old(old: Path, path: Path) -> None:
@@ -208,15 +214,19 @@ def _restore_old(old: Path, path: Path) -> None:
 
 
 @contextmanager
-def staged_files(path: PathLike) -> Iterator[Path]:
+def staged_files(path: PathLike, writer: str) -> Iterator[Path]:
     """Like :func:`staged_dir` (an empty staging folder beside ``path`` is yielded; nothing of ``path`` changes
     unless the block succeeds), but for an output folder that may hold what others made: a prep rerun must not
-    delete ``fairseq-compgen prep russin``'s ``russin/`` or a file of the user.
+    delete ``fairseq-compgen prep russin``'s ``russin/``, another prep's outputs or a file of the user.
 
-    On success each file of the staging folder (recursively: ``bin/dict.src.txt``) replaces the file of the same
-    relative path in ``path`` by a rename, and the files this function wrote there the last time
-    (``path/.prep-files.json``) that this run did not write are removed (stale outputs of the same command).
-    Every other file of ``path`` stays. The replaced files are first moved to ``.<name>.old-<pid>``; an error
+    ``writer`` names the command that writes (``"prep cogs"``). On success each file of the staging folder
+    (recursively: ``bin/dict.src.txt``) replaces the file of the same relative path in ``path`` by a rename, and
+    the files the same writer wrote there the last time (``path/.prep-files.json``, which lists each writer's
+    files) that this run did not write are removed (its stale outputs). Every other file of ``path`` stays. A file
+    another writer wrote is never replaced: writing one is refused (UsageError) before anything is moved, as two
+    preps in one folder would mix their data (``prep cogs`` and ``prep cogs_tagging`` both write ``train.src``).
+    The files of a manifest of an earlier version, which names no writer, are replaced when rewritten and
+    otherwise kept. The replaced files are first moved to ``.<name>.old-<pid>``; an error
     while renaming puts them back. A plain file at ``path``, or a file where a folder of the output must go (or
     the reverse), is refused (UsageError) before anything is moved.
     """
@@ -230,8 +240,16 @@ def staged_files(path: PathLike) -> Iterator[Path]:
     try:
         yield stage
         new = [rel for rel in _files(stage) if rel != MANIFEST]
-        stale = [rel for rel in written_files(path) if rel not in set(new)
+        by = written_files(path)
+        stale = [rel for rel in by.pop(writer, []) if rel not in set(new)
                  and os.path.lexists(path / rel) and not (path / rel).is_dir()]
+        by.pop(None, None)  # an earlier version's list: its files are the user's from now on
+        for other, names in by.items():
+            clash = sorted(rel for rel in set(names) & set(new) if os.path.lexists(path / rel))
+            if clash:
+                raise UsageError(f"{path / clash[0]} was written by `{other}`; `{writer}` would replace it and mix "
+                                 f"their data: write into another folder (or delete {path / clash[0]} first)")
+            by[other] = [rel for rel in names if rel not in set(new)]  # a file deleted since is no longer theirs
         for rel in new:
             for parent in list(Path(rel).parents)[:-1]:
                 if os.path.lexists(path / parent) and not (path / parent).is_dir():
@@ -248,7 +266,8 @@ def staged_files(path: PathLike) -> Iterator[Path]:
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / rel, path / rel)
             moved_in.append(rel)
-        manifest_tmp.write_text(json.dumps({"files": new}, indent=0) + "\n", encoding="utf-8")
+        by[writer] = new
+        manifest_tmp.write_text(json.dumps({"by": by}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(manifest_tmp, path / MANIFEST)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

@@ -80,7 +80,7 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
     if len(src) != len(tgt):
         raise count_mismatch((split_dir / "train.src", split_dir / "train.tgt"), (len(src), len(tgt)))
     train, valid = held_out(len(src))
-    with staged_files(russin) as stage:
+    with staged_files(russin, "prep russin") as stage:
         for subset, idx in (("train", train), ("valid", valid)):
             for side, lines in (("src", src), ("tgt", tgt)):
                 atomic_write_lines(stage / f"{subset}.{side}", (lines[i] for i in idx))
