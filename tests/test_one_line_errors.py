@@ -225,6 +225,25 @@ def test_aggregate_checks_its_output_folders_before_writing(flag, tmp_path):
     assert sorted(out.rglob("*")) == before and (tmp_path / "a file").read_text() == "x"
 
 
+def test_aggregate_exports_only_into_a_new_folder_or_an_earlier_export(tmp_path):
+    """`--export DIR` into a folder of the user's removed its files named like a view (compare_*.md) and replaced
+    table.md (found by an audit, 2026-11-28): a folder with files but no aggregate.json is refused before anything
+    is written."""
+    out = tmp_path / "out"
+    _sweep_out(out)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare_notes.md").write_text("my notes\n")
+    before = sorted(out.rglob("*"))
+    last = one_line(compgen("aggregate", out, "--no-plots", "--export", mine))
+    assert last == (f"fairseq_compgen: error: --export {mine}: the folder holds files but no aggregate.json, so it is "
+                    f"no earlier export: expected a new or empty folder, or an export to write again")
+    assert sorted(out.rglob("*")) == before and [p.name for p in mine.iterdir()] == ["compare_notes.md"]
+    (mine / "compare_notes.md").unlink()  # empty: taken
+    assert compgen("aggregate", out, "--no-plots", "--export", mine).returncode == 0
+    assert (mine / "aggregate.json").is_file()
+
+
 def test_aggregate_without_matplotlib_writes_the_tables(tmp_path):
     out = tmp_path / "out"
     _sweep_out(out)

@@ -197,10 +197,20 @@ def test_a_pooled_export_keeps_the_plan_each_run_was_made_by_and_exports_where_i
     assert "scan,gen,x" in first
     assert aggregate.main([str(dest), "--no-plots", "--tables", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t" / "table.csv").read_text() == first
-    # in place: DEST is the folder read, then --tables and DEST are one folder; a stale view goes
-    (dest / "by_length_gen.md").write_text("a view of an earlier call\n")
+    # in place: DEST is the folder read, then --tables and DEST are one folder; a stale view of an earlier call
+    # (listed in its record) goes, a file of the user named like a view stays
+    record = json.loads((dest / "aggregate.json").read_text())
+    assert record["files"] == ["aggregate.json", "runs.csv", "runs.md", "sweep.2.b.json", "sweep.json", "table.csv",
+                               "table.md"]
+    (dest / "aggregate.json").write_text(json.dumps({**record, "files": record["files"] + ["by_length_gen.md"]}))
+    mine = {"compare_my_notes.md": "mine\n"}
+    for name, text in {"by_length_gen.md": "a view of an earlier call\n", **mine}.items():
+        (dest / name).write_text(text)
     assert aggregate.main([str(dest), "--no-plots", "--export", str(dest)]) == 0
     assert not (dest / "by_length_gen.md").exists() and (dest / "table.csv").read_text() == first
+    assert {name: (dest / name).read_text() for name in mine} == mine
+    for name in mine:
+        (dest / name).unlink()
     both = tmp_path / "both"
     assert aggregate.main([str(dest), "--no-plots", "--tables", str(both), "--export", str(both)]) == 0
     assert (both / "table.csv").read_text() == first

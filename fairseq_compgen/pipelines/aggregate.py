@@ -65,7 +65,7 @@ from fairseq_compgen.data.io import atomic_write_text
 from fairseq_compgen.errors import UsageError, check_output_folder
 from fairseq_compgen.pipelines import by_length
 from fairseq_compgen.pipelines.curves import early_stopping_table, plot_curves, plot_t5_biases
-from fairseq_compgen.pipelines.export import export, from_repository
+from fairseq_compgen.pipelines.export import check_destination, export, from_repository
 from fairseq_compgen.pipelines.pooling import by_length_groups, collect
 from fairseq_compgen.pipelines.sweep import read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
@@ -172,6 +172,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for flag, folder in (("--tables", a.tables), ("--export", a.export), ("--plots", a.plots)):
         if folder:  # before any table is written: a file in the way stopped the call halfway
             check_output_folder(folder, flag)
+    if a.export:
+        check_destination(a.export)
     outs = [Path(o) for o in a.outs]
     a.metric = a.metric or default_metric(read_plan(outs[0])["spec"])
     out = Path(a.tables) if a.tables else outs[0]  # where the tables and plots are written

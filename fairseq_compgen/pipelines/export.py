@@ -10,9 +10,11 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_compgen.data.io import atomic_write_text
+from fairseq_compgen.data.io import atomic_write_text, staged_path
+from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
-from fairseq_compgen.pipelines.pooling import EXPORTED_LOG, PLAN_OF, POOLED_PLAN, finished, plan_files, run_log
+from fairseq_compgen.pipelines.pooling import (EXPORTED_LOG, PLAN_OF, POOLED_PLAN, RECORD, finished, plan_files,
+                                                run_log)
 from fairseq_compgen.pipelines.runner import kept_eval_files
 
 # what --export keeps of a run: its records and results, not its checkpoints
@@ -36,9 +38,30 @@ def table_files(out: Path) -> List[Path]:
 
 
 def _copy(src: Path, dst: Path) -> None:
-    """shutil.copy2, but nothing where `dst` is `src` (an export into a folder it reads, or into --tables)."""
+    """shutil.copy2 to a temporary name, then renamed to `dst` (no half-written copy); nothing where `dst` is `src`
+    (an export into a folder it reads, or into --tables)."""
     if Path(src).resolve() != Path(dst).resolve():
-        shutil.copy2(src, dst)
+        with staged_path(dst, hidden=True) as tmp:
+            shutil.copy2(src, tmp)
+
+
+def check_destination(dest) -> None:
+    """Before anything is written: an export goes into a new or empty folder or into an earlier export (which holds
+    RECORD). Any other folder is refused, since an export replaces files by name and removes its earlier tables."""
+    dest = Path(dest)
+    if dest.is_dir() and not (dest / RECORD).is_file() and any(dest.iterdir()):
+        raise UsageError(f"--export {dest}: the folder holds files but no {RECORD}, so it is no earlier export: "
+                         f"expected a new or empty folder, or an export to write again")
+
+
+def _earlier_files(dest: Path) -> Optional[set]:
+    """The files (names in DEST) that the export recorded in DEST wrote; None where its record predates that list
+    (then every table and pooled plan in DEST counts as the export's, as before)."""
+    if not (dest / RECORD).is_file():
+        return set()
+    record = read_json(dest / RECORD, "an export's record (JSON with options, runs, plans)")
+    files = record.get("files") if isinstance(record, dict) else None
+    return set(files) if isinstance(files, list) else None
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout holding fairseq_compgen/ (where --spec paths start)
@@ -57,12 +80,14 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
     metric lines of its train.log (fairseq's validation and epoch summary lines, EXPORTED_LOG) to
     DEST/<dataset>/<config>/seed<k>/, so that the tables can be recomputed from the repository; also the first
     folder's sweep.json and the tables this call wrote (`tables`: table.md, table.csv, runs.*, and the optional
-    views; a view of an earlier call left in DEST is removed), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
+    views; a view an earlier call recorded writing in DEST is removed), the plots of this call (`plots`: written path -> its path under DEST/plots/, with what a t5-biases
     plot prints beside it), every other plan that was pooled (plan_files: another folder's sweep.json, or one that
-    an exported folder carried) as sweep.<i>.<name>.json (earlier ones of that form in DEST are removed), and
-    DEST/aggregate.json: the options that shaped the tables (`options`) and the plan each run is of ("plans"), so
+    an exported folder carried) as sweep.<i>.<name>.json (the earlier call's are removed), and
+    DEST/aggregate.json (RECORD): the options that shaped the tables (`options`), the plan each run is of ("plans")
+    and the files this call wrote in DEST ("files": what the next export there may remove), so
     that `fairseq-compgen aggregate DEST --no-plots OPTIONS` writes the same tables from DEST's runs and plans (a
     --spec file aside). Returns the number of runs."""
+    earlier = _earlier_files(dest)  # ours to remove; a file the user put into DEST stays
     n = 0
     for r in runs:
         src = Path(r["dir"])
@@ -82,7 +107,7 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
         n += 1
     written = {Path(t).name for t in tables}
     for path in table_files(dest):  # a view of an earlier call, which this call's options would not write again
-        if path.name not in written:
+        if path.name not in written and (earlier is None or path.name in earlier):
             path.unlink()
     for path in [outs[0] / "sweep.json", *map(Path, tables)]:
         _copy(path, dest / path.name)
@@ -98,13 +123,15 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
         names[o, name] = f"sweep.{i}.{m.group(2) if m else Path(o).resolve().name}.json"
         shutil.copy2(Path(o) / name, dest / (names[o, name] + ".tmp"))  # all read before any is replaced: DEST
     for name in plan_files(dest)[1:]:                                     # may be one of `outs`
-        (dest / name).unlink()
+        if earlier is None or name in earlier:
+            (dest / name).unlink()
     for source in sources[1:]:
         (dest / (names[source] + ".tmp")).replace(dest / names[source])
     plans = {f"{r['dataset']}/{r['config']}/seed{r['seed']}": names[r[PLAN_OF]] for r in runs if finished(r)}
     command = ["fairseq-compgen", "aggregate", from_repository(dest), "--no-plots", *options]
-    atomic_write_text(dest / "aggregate.json", json.dumps({
-        "options": list(options), "runs": n, "plans": plans,
+    files = sorted({"sweep.json", RECORD, *written, *names.values()})
+    atomic_write_text(dest / RECORD, json.dumps({
+        "options": list(options), "runs": n, "plans": plans, "files": files,
         "tables": f"{shlex.join(command)} --tables DIR, run from the repository's root, writes to DIR the same "
                   f"table.*, runs.* and optional views"}, indent=1) + "\n")
     return n

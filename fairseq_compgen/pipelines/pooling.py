@@ -87,13 +87,14 @@ def _made_as_planned(run: dict) -> bool:
 # an export of several pooled folders (export) keeps each other folder's plan as sweep.<i>.<folder name>.json
 POOLED_PLAN = re.compile(r"sweep\.(\d+)\.(.+)\.json")
 EXPORTED_LOG = "train_metrics.log"  # what an export keeps of a run's train.log: its metric lines
+RECORD = "aggregate.json"  # marks an export: the options, plans and files of the aggregate call that wrote it
 PLAN_OF = "_plan_of"  # a planned run's (OUT, plan file name), set by pool
 
 
 def exported_plans(out: Path) -> Dict[str, str]:
     """"<dataset>/<config>/seed<k>" -> the plan file of OUT that an export recorded each finished run as planned
     in (its aggregate.json's "plans"); {} for a folder that is no export, or an export written before the record."""
-    path = Path(out) / "aggregate.json"
+    path = Path(out) / RECORD
     record = read_json(path, "an export's record (JSON with options, runs, plans)") if path.is_file() else {}
     return record.get("plans") or {} if isinstance(record, dict) else {}
 
