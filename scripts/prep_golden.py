@@ -172,7 +172,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="the local copies")
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--record", type=Path, help="write the fixture")
+    mode.add_argument("--record", type=Path, help="write the fixture (the cases run; its other cases stay)")
     mode.add_argument("--check", type=Path, help="compare with the fixture")
     p.add_argument("--text-only", action="store_true", help="with --check: no binaries (--no-binarize)")
     p.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
@@ -192,11 +192,20 @@ def main(argv: Optional[List[str]] = None) -> int:
             if fixture is not None:
                 want = fixture["cases"][name]["files"]
                 bad += compare(name, got, strip_binaries(want) if args.text_only else want)
-    if args.record:
+    if args.record:  # the cases run replace theirs; the fixture's other cases stay (--cases records a few)
+        from fairseq_compgen.data.io import atomic_write_text
+
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        args.record.write_text(json.dumps({"recorded_at": commit, "script": "scripts/prep_golden.py",
-                                           "cases": results}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        print(f"wrote {args.record} ({sum(len(r['files']) for r in results.values())} files, {len(results)} cases)")
+        cases = json.loads(args.record.read_text(encoding="utf-8"))["cases"] if args.record.is_file() else {}
+        earlier = json.loads(args.record.read_text(encoding="utf-8")).get("recorded_at") if cases else None
+        cases = {name: case for name, case in cases.items() if name in CASES}  # a case no longer defined goes
+        for case in cases.values():  # a fixture written before each case named its commit
+            case.setdefault("recorded_at", earlier)
+        cases.update({name: {**r, "recorded_at": commit} for name, r in results.items()})
+        atomic_write_text(args.record, json.dumps({"script": "scripts/prep_golden.py", "cases": cases}, indent=1,
+                                                  sort_keys=True) + "\n")
+        print(f"wrote {args.record} ({sum(len(r['files']) for r in results.values())} files of {len(results)} cases "
+              f"recorded at {commit[:12]}; {len(cases)} cases in all)")
         return 0
     for line in bad:
         print(line)
