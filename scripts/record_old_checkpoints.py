@@ -12,6 +12,7 @@ and records the log-probabilities of the loaded model on fixed inputs (expected.
 import random
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -51,26 +52,27 @@ def main(out: str):
 
     fairseq_compgen.register()
     out = Path(out)
-    work = out / "work"
-    data = build_split("length_cutoff_26")
-    rng = random.Random(0)
-    small = {"train": rng.sample(data["train"], 64), "valid": data["valid"][:8], "gen": data["gen"][:8]}
-    prepare_split("tiny SCAN", work / "scan", small, joined=True, dict_from="all")
-    bin_dir = work / "scan" / "bin"
-    for name in ("dict.src.txt", "dict.tgt.txt"):
-        shutil.copy(bin_dir / name, out / name)
-    expected = {}
-    for arch in ARCHS:
-        save = work / arch
-        sys.argv = ["fairseq-train", str(bin_dir), "--user-dir", str(Path(fairseq_compgen.__file__).parent),
-                    "--task", "compgen", "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "1e-3",
-                    "--batch-size", "32", "--cpu", "--max-update", "2", "--save-dir", str(save), "--num-workers", "0",
-                    "--disable-validation", "--no-epoch-checkpoints", "--no-save-optimizer-state"]
-        train.cli_main()
-        shutil.copy(save / "checkpoint_last.pt", out / f"{arch}.pt")
-        expected[arch] = outputs(out / f"{arch}.pt", out)
-    torch.save(expected, out / "expected.pt")
-    shutil.rmtree(work)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="old-checkpoints-") as tmp:  # not OUT/work: OUT may hold a folder of that name
+        work = Path(tmp)
+        data = build_split("length_cutoff_26")
+        rng = random.Random(0)
+        small = {"train": rng.sample(data["train"], 64), "valid": data["valid"][:8], "gen": data["gen"][:8]}
+        prepare_split("tiny SCAN", work / "scan", small, joined=True, dict_from="all")
+        bin_dir = work / "scan" / "bin"
+        for name in ("dict.src.txt", "dict.tgt.txt"):
+            shutil.copy(bin_dir / name, out / name)
+        expected = {}
+        for arch in ARCHS:
+            save = work / arch
+            sys.argv = ["fairseq-train", str(bin_dir), "--user-dir", str(Path(fairseq_compgen.__file__).parent),
+                        "--task", "compgen", "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "1e-3",
+                        "--batch-size", "32", "--cpu", "--max-update", "2", "--save-dir", str(save), "--num-workers",
+                        "0", "--disable-validation", "--no-epoch-checkpoints", "--no-save-optimizer-state"]
+            train.cli_main()
+            shutil.copy(save / "checkpoint_last.pt", out / f"{arch}.pt")
+            expected[arch] = outputs(out / f"{arch}.pt", out)
+        torch.save(expected, out / "expected.pt")
 
 
 if __name__ == "__main__":
