@@ -18,6 +18,8 @@ import statistics
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from fairseq_compgen.data.io import staged_path
+
 # (dataset, configuration) -> seed -> eval JSON's per_length: {"<length>": {"n", "correct", "accuracy"}}
 Groups = Dict[Tuple[str, str], Dict[int, dict]]
 Label = Callable[[str, str], str]  # (kind: "datasets" | "configurations", name) -> label
@@ -106,7 +108,8 @@ def plot(groups: Groups, subset: str, label: Label, folder, scale: float = 1.0) 
         ax.legend(fontsize="x-small", title="configuration (seeds)", title_fontsize="x-small")
         fig.tight_layout()
         path = folder / f"{dataset}_by_length_{subset}.png"
-        fig.savefig(path, dpi=120)
+        with staged_path(path) as tmp:  # no half-written plot
+            fig.savefig(tmp, dpi=120, format="png")
         plt.close(fig)
         written.append(path)
     return written

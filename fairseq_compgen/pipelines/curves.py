@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen import scoring
+from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.pipelines import by_length, train_log
 from fairseq_compgen.pipelines.pooling import finished, run_log, subset_order
@@ -108,7 +109,8 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric
         axes[0][-1].legend(fontsize="small")
         fig.tight_layout()
         path = folder / f"{dataset}.png"
-        fig.savefig(path, dpi=120)
+        with staged_path(path) as tmp:  # no half-written plot
+            fig.savefig(tmp, dpi=120, format="png")
         plt.close(fig)
         written.append(path)
     if without:
@@ -130,8 +132,8 @@ def plot_t5_biases(runs: List[dict], folder) -> List[Path]:
         p = subprocess.run([sys.executable, "-m", "fairseq_compgen.pipelines.t5_biases", str(ckpt), "-o", str(path)],
                            capture_output=True, text=True)
         if p.returncode == 0:  # beside the plot, its printed summary: each layer's gate and heads' preferences
-            path.with_suffix(".txt").write_text("\n".join(line for line in p.stdout.splitlines()
-                                                           if not line.startswith("wrote ")) + "\n")
+            atomic_write_text(path.with_suffix(".txt"), "\n".join(line for line in p.stdout.splitlines()
+                                                                  if not line.startswith("wrote ")) + "\n")
             written.append(path)
         else:
             print(f"aggregate: no T5 bias plot for {r['dir']}: {p.stderr.strip()[-300:]}", file=sys.stderr)

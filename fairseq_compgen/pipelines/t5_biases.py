@@ -24,6 +24,7 @@ from typing import Dict, List, Tuple
 import torch
 
 from fairseq_compgen.checkpoint_loading import checkpoint_file, load
+from fairseq_compgen.data.io import staged_path
 from fairseq_compgen.errors import UsageError
 
 KEY = re.compile(r"^(encoder|decoder)\.stack\.layers\.(\d+)\.self_attn\.scorer\.relative_bias$")
@@ -89,7 +90,8 @@ def plot(biases: Dict[Tuple[str, int], torch.Tensor], out_path: str, title: str 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
+    with staged_path(out_path) as tmp:  # no half-written plot
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
 
 
