@@ -679,6 +679,12 @@ def test_download_refuses_a_corrupt_archive_and_a_corrupt_cached_copy(tmp_path, 
     tb.write_bytes(good[:-100])
     with pytest.raises(download.DownloadError, match=r"cfq1\.1\.tar\.gz: the cached download is corrupt.*delete"):
         cfq.download_tarball()
+    record = (cache / "cfq1.1.tar.gz.sha256").read_text()
+    (cache / "cfq1.1.tar.gz.sha256").write_text("")  # a disk that filled up: an IndexError before
+    with pytest.raises(download.DownloadError, match=r"cfq1\.1\.tar\.gz\.sha256: expected the SHA-256 recorded when "
+                                                     r"cfq1\.1\.tar\.gz was downloaded, found an empty file; delete"):
+        cfq.download_tarball()
+    (cache / "cfq1.1.tar.gz.sha256").write_text(record)
     from fairseq_compgen.data.io import ArchiveError
 
     (cache / "cfq1.1.tar.gz.sha256").unlink()  # a copy cached by an older version: no record

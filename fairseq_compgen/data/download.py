@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from fairseq_compgen.data.io import ArchiveError, check_archive
+from fairseq_compgen.data.io import ArchiveError, atomic_write_text, check_archive
 from fairseq_compgen.errors import UsageError
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar")
@@ -77,7 +77,11 @@ def download_url(
     dest = Path(dest)
     record = _record(dest)
     if dest.is_file():
-        if record.is_file() and _sha256(dest) != record.read_text().split()[0]:
+        recorded = record.read_text(encoding="utf-8", errors="replace").split()[:1] if record.is_file() else None
+        if recorded == []:  # an empty record (a disk that filled up): the SHA-256 is unknown
+            raise DownloadError(f"{record}: expected the SHA-256 recorded when {dest.name} was downloaded, found an "
+                                f"empty file; delete both and rerun to download it again")
+        if recorded and _sha256(dest) != recorded[0]:
             raise DownloadError(f"{dest}: the cached download is corrupt (its SHA-256 differs from the one recorded "
                                 f"in {record.name} when it was downloaded); delete both and rerun to download it again")
         return dest
@@ -103,7 +107,7 @@ def download_url(
             except ArchiveError as e:
                 raise DownloadError(f"the download of {url} is not a readable archive ({e}); nothing was cached"
                                     + (f"; {hint}" if hint else "")) from None
-        record.write_text(f"{_sha256(tmp)}  {dest.name}\n", encoding="utf-8")
+        atomic_write_text(record, f"{_sha256(tmp)}  {dest.name}\n")
         os.replace(tmp, dest)
     except (urllib.error.URLError, OSError) as e:
         raise DownloadError(f"could not download {url} ({e}){'; ' + hint if hint else ''}") from e
