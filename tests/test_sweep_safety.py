@@ -192,6 +192,25 @@ def test_an_evaluation_cut_off_by_the_sweeps_stop_is_stopped_not_failed(tmp_path
     assert runner.run_one(run)["status"] == "failed" and said[-1].startswith(f"FAILED {run.name}: evaluation")
 
 
+def test_a_stray_json_in_eval_fails_the_run_by_name(tmp_path, data, monkeypatch):
+    """Every eval/*.json is read as a result; a stray or half-written one stopped the sweep with a JSONDecodeError
+    traceback (found by an audit, 2026-11-28). Now that run fails, naming the file, and the sweep goes on."""
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    said = []
+    runner = Runner(echo=said.append)
+
+    def call(cmd, log, env, lock_fd):
+        if "eval" in cmd:
+            (run.path / "eval").mkdir(parents=True, exist_ok=True)
+            (run.path / "eval" / "gen.json").write_text('{"n": 4, "correct"')  # cut off
+        return 0
+    monkeypatch.setattr(runner, "_call", call)
+    assert runner.run_one(run) == {"run": run.name, "status": "failed", "stage": "eval", "rc": 0}
+    assert said[-1] == (f"FAILED {run.name}: {run.path / 'eval' / 'gen.json'}:1: not valid JSON (Expecting ':' "
+                        f"delimiter): expected the JSON object fairseq-compgen eval writes; rerun the run's evaluation "
+                        f"(or the sweep) to rewrite it")
+    assert not (run.path / "done.json").exists()
+
 def test_the_lock_outlives_the_sweep_in_its_trainer(tmp_path, data):
     """The trainer inherits the lock: while it runs, a second sweep cannot take the folder."""
     run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]

@@ -24,6 +24,7 @@ from fairseq_compgen.data.io import read_text_lines
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import by_length
 from fairseq_compgen.pipelines.evaluate import OUTPUTS
+from fairseq_compgen.pipelines.runner import EVAL_EXPECTED
 from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
 
 NO_SUBSET = "(no finished run)"  # the column of a dataset whose subsets are all implicit and that has no results
@@ -51,7 +52,6 @@ class Cell:
         return statistics.stdev(self.values.values()) if self.n >= 2 else math.nan
 
 
-EVAL_EXPECTED = "the JSON object fairseq-compgen eval writes; rerun the run's evaluation (or the sweep) to rewrite it"
 
 
 def read_metric(path: Path, metric: str) -> float:

@@ -23,13 +23,14 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_compgen import scoring
 from fairseq_compgen.data.io import pid_alive
-from fairseq_compgen.errors import ERROR_PREFIX
+from fairseq_compgen.errors import ERROR_PREFIX, UsageError, read_json
 from fairseq_compgen.pipelines.evaluate import OUTPUTS
 from fairseq_compgen.pipelines.train import checkpoint_updates, repair_last
 from fairseq_compgen.pipelines.train_log import last_num_updates
 
 COMPGEN = [sys.executable, "-m", "fairseq_compgen.cli"]  # the `fairseq-compgen` command of this Python
 DONE = "done.json"
+EVAL_EXPECTED = "the JSON object fairseq-compgen eval writes; rerun the run's evaluation (or the sweep) to rewrite it"
 DONE_EXPECTED = ("the JSON object a sweep writes when a run has finished; move it away and rerun the sweep to "
                  "redo the run's evaluation")
 SETTINGS = "settings.json"
@@ -200,7 +201,11 @@ class Runner:
         eval_start = time.monotonic()
         rc = self._call(run.eval_command(), run.path / "eval.log", env, lock_fd)
         eval_s = round(time.monotonic() - eval_start, 1)
-        evals = {p.stem: json.loads(p.read_text()) for p in sorted((run.path / "eval").glob("*.json"))}
+        try:  # a stray or half-written JSON in eval/: this run fails with its name, the sweep goes on
+            evals = {p.stem: read_json(p, EVAL_EXPECTED) for p in sorted((run.path / "eval").glob("*.json"))}
+        except UsageError as e:
+            self.echo(f"FAILED {run.name}: {e}")
+            return {"run": run.name, "status": "failed", "stage": "eval", "rc": rc}
         missing = [s for s in run.subsets or [] if s not in evals]
         if rc != 0 and self.stopping:  # e.g. a GPU slice's end: the next sweep evaluates the finished training
             self.echo(f"stopped {run.name}: interrupted during evaluation; rerun the sweep to evaluate it")

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_compgen.data.io import staged_path
-from fairseq_compgen.errors import UsageError
+from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.compare import permutation_p
-from fairseq_compgen.pipelines.pooling import (Cell, data_sha256, exact_match_results, read_done, run_log,
-                                               subset_order)
+from fairseq_compgen.pipelines.pooling import (EVAL_EXPECTED, Cell, data_sha256, exact_match_results, read_done,
+                                               run_log, subset_order)
 
 
 def label(spec: dict, kind: str, name: str) -> str:
@@ -178,7 +178,8 @@ def machine_text(folder: Path) -> str:
     text = _machine_text(json.loads(machine.read_text()) if machine.is_file() else None)
     evaluated = set()
     for result in sorted((folder / "eval").glob("*.json")):
-        where = (json.loads(result.read_text()).get("evaluated") or {}).get("machine")
+        record = read_json(result, EVAL_EXPECTED)
+        where = ((record.get("evaluated") if isinstance(record, dict) else None) or {}).get("machine")
         if where:
             evaluated.add(_machine_text(where))
     others = sorted(evaluated - {text})
