@@ -181,6 +181,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     data = args.data.resolve()
     fixture = json.loads(args.check.read_text(encoding="utf-8")) if args.check else None
     results, bad = {}, []
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="prep-golden-") as tmp:
         work = Path(tmp)
         prepare_inputs(data, work)
@@ -195,7 +196,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.record:  # the cases run replace theirs; the fixture's other cases stay (--cases records a few)
         from fairseq_compgen.data.io import atomic_write_text
 
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
         cases = json.loads(args.record.read_text(encoding="utf-8"))["cases"] if args.record.is_file() else {}
         earlier = json.loads(args.record.read_text(encoding="utf-8")).get("recorded_at") if cases else None
         cases = {name: case for name, case in cases.items() if name in CASES}  # a case no longer defined goes
