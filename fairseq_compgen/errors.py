@@ -69,6 +69,7 @@ _EXPECTED = {
     "EROFS": "read-only file system: expected a location you can write to",
     "ENOSPC": "no space left on the device: expected room for the output (free some, or choose another folder)",
     "EDQUOT": "disk quota exceeded: expected room for the output (free some, or choose another folder)",
+    "EFBIG": "file too large for this file system or limit: expected room for the output (choose another folder)",
 }
 
 

@@ -492,6 +492,15 @@ def test_eval_batch_size_below_1_is_one_line(run, scan_bin, tmp_path):
     assert not (tmp_path / "ev").exists()
 
 
+def test_eval_generate_flags_with_an_unpaired_quote_is_one_line(run, scan_bin, tmp_path):
+    """A ValueError traceback from shlex, after the evaluation folder was made (found by an audit, 2026-11-28)."""
+    last = one_line(compgen("eval", run / "checkpoint_last.pt", scan_bin, "gen", "--cpu", "--generate-flags",
+                            "--beam '5", "--out", tmp_path / "ev"))
+    assert last == ("fairseq_compgen: error: --generate-flags \"--beam '5\": no closing quotation: expected flags split "
+                    "like a shell (quotes in pairs)")
+    assert not (tmp_path / "ev").exists()
+
+
 def test_a_run_folder_given_for_its_checkpoint_names_the_checkpoint(run, scan_bin, tmp_path):
     """`eval RUN DATA gen` said only "no checkpoint at RUN", with the checkpoint right inside (found by hand,
     2026-11-28); eval and plot t5-biases share the check (checkpoint_loading.checkpoint_file)."""
@@ -576,3 +585,15 @@ def test_help_of_an_unknown_arch():
     last = one_line(compgen("help", "rel_uni_transformer_sacn"))
     assert last == ("fairseq_compgen: error: fairseq-compgen help: unknown architecture 'rel_uni_transformer_sacn': "
                     "expected a registered one (fairseq-compgen help lists them)")
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EDQUOT", "EFBIG"])
+def test_a_full_disk_or_a_file_size_limit_is_one_line_naming_the_file(code):
+    """EFBIG (a file over the file system's or ulimit's size limit) kept its traceback (found by an audit,
+    2026-11-28); ENOSPC and EDQUOT did not."""
+    import errno
+
+    from fairseq_compgen.errors import _path_error_line
+
+    line = _path_error_line(OSError(getattr(errno, code), os.strerror(getattr(errno, code)), "/out/run/train.log"))
+    assert line.startswith(f"/out/run/train.log: {os.strerror(getattr(errno, code))} (") and "expected room" in line

@@ -267,9 +267,13 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
         for subset in subsets:
             check_replaceable(out / f"{subset}.json", record, ckpt)
     check_checkpoint(ckpt)  # once, before any folder is made or any subset's data is read
+    try:
+        extra = shlex.split(generate_flags)
+    except ValueError as e:  # "No closing quotation": a traceback, after the output folder was made
+        raise UsageError(f"--generate-flags {generate_flags!r}: {str(e)[0].lower()}{str(e)[1:]}: expected flags "
+                         f"split like a shell (quotes in pairs)") from None
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
-    extra = shlex.split(generate_flags)
     from fairseq_compgen.pipelines.train import machine
     # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
     where = json.loads(machine(cpu or "--cpu" in extra))

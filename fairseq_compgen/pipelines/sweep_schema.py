@@ -9,6 +9,7 @@ their meaning are documented in :mod:`fairseq_compgen.pipelines.sweep`.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -148,9 +149,17 @@ def line_of(path, key: str) -> Optional[int]:
         return None
 
 
-def _flags_ok(value) -> bool:
-    return value is None or isinstance(value, str) or (
-        isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value))
+def _flags_problem(value) -> Optional[str]:
+    """Why `value` is no flags entry (None, one string of flags, or a list of flags and numbers), or None."""
+    if not (value is None or isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value))):
+        return "expected a list of flags or one string of flags"
+    for text in [value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)]:
+        try:
+            shlex.split(text)  # how sweep.py splits them
+        except ValueError as e:  # "No closing quotation": a traceback when the runs were planned
+            return f"{text!r}: {str(e)[0].lower()}{str(e)[1:]}: expected flags split like a shell (quotes in pairs)"
+    return None
 
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"  # the sweep files shipped with the package
@@ -223,10 +232,11 @@ def load_spec(path) -> dict:
                 line = _key_line(root, where, name)
                 raise UsageError(f"{path}{f':{line}' if line else ''}: {where}: {why}: expected a plain name (it "
                                  f"becomes a folder of the output, OUT/<dataset>/<configuration>/seed<k>)")
-            if not _flags_ok(entry["flags"]):
-                fail(f"{where}.{name}.flags", "expected a list of flags or one string of flags")
-    if not _flags_ok(spec["flags"]):
-        fail("flags", "expected a list of flags or one string of flags")
+            if _flags_problem(entry["flags"]):
+                fail(f"{where}.{name}.flags", _flags_problem(entry["flags"]))
+    for key in ("flags", "generate_flags"):
+        if _flags_problem(spec[key]):
+            fail(key, _flags_problem(spec[key]))
     for key, seeds in [("seeds", spec["seeds"])] + [(f"datasets.{d}.seeds", entry["seeds"])
                                                      for d, entry in spec["datasets"].items()]:
         if seeds is None:
