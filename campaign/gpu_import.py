@@ -35,6 +35,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,10 +153,17 @@ def unpack(source: Path, scratch: Path):
     if not tarfile.is_tarfile(joined):
         return None
     tree = scratch / (source.name + ".tree")
-    with tarfile.open(joined) as tar:
-        tar.extractall(tree, filter="data")
+    try:
+        with tarfile.open(joined) as tar:
+            tar.extractall(tree, filter="data")
+    except (EOFError, tarfile.TarError, zlib.error) as e:  # a copy cut short: an EOFError traceback before
+        raise Truncated(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
     joined.unlink()
     return tree
+
+
+class Truncated(Exception):
+    """A one-shot's archive that starts like one but cannot be read to its end (a copy or a download cut short)."""
 
 
 def import_each(repo: Path, runs, sweeps: dict, put) -> int:
@@ -224,7 +232,12 @@ def main(argv=None) -> int:
     sweeps, refused = campaign_sweeps(a.queue or sorted((a.repo / "campaign").glob("queue*.txt"))), 0
     with tempfile.TemporaryDirectory() as scratch:
         for i, source in enumerate(a.results + a.carried):
-            tree = unpack(source, Path(scratch) / str(i))
+            try:
+                tree = unpack(source, Path(scratch) / str(i))
+            except Truncated as e:
+                print(f"gpu_import: {source}: the archive cannot be read to its end ({e}): expected the whole file; "
+                      f"copy it again (nothing was recorded from it)", file=sys.stderr)
+                return 2
             if tree is None:
                 print(f"gpu_import: {source}: expected a one-shot's results.tar.gz, carry.tar.part00 or an unpacked "
                       f"folder of either", file=sys.stderr)

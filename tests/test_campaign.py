@@ -578,6 +578,15 @@ def test_runs_finished_on_a_gpu_are_recorded_apart_and_the_lanes_skip_them(scan_
     p = subprocess.run(importer, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV))
     assert "tiny/scan/rel_uni/seed1: already recorded, skipped" in p.stdout
     assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
+    cut = tmp_path / "cut" / "results.tar.gz"  # a copy cut short: an EOFError traceback before
+    cut.parent.mkdir()
+    cut.write_bytes((tmp_path / "results.tar.gz").read_bytes()[:-200])
+    p = subprocess.run(importer[:2] + [str(cut)] + importer[3:], capture_output=True, text=True,
+                       env=dict(os.environ, **GIT_ENV))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert p.stderr.startswith(f"gpu_import: {cut}: the archive cannot be read to its end (") and \
+        p.stderr.rstrip().endswith("expected the whole file; copy it again (nothing was recorded from it)"), p.stderr
+    assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
 
     (tree / "tiny" / "scan" / "rel_uni" / "seed1" / "data.sha256").write_text(hashes.replace("0", "1", 1))
     _git(repo, "reset", "-q", "--hard", head)  # not recorded any more (a copy alone would not count: HEAD is read)
