@@ -127,8 +127,12 @@ def carry(repo: Path, rel: str, run: Path, where: str = ""):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(dest, ignore_errors=True)
+    old = dest.with_name(dest.name + ".old")  # the earlier carry stays under its name until the new one is whole
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
     tmp.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
     at = (dest / "commit.txt").read_text().split()[0][:12] if (dest / "commit.txt").is_file() else "?"
     path = (CARRY / rel).as_posix()
     msg = (f"Campaign carry: {rel} at update {updates} (training at {at}{' on ' + where if where else ''}; "
@@ -188,9 +192,12 @@ def restore(repo: Path, state: Path, queues=()) -> int:
                 continue  # restored by the other lane's campaign a moment ago
             # the records first, the checkpoint last, each whole under its name (written to .tmp, then renamed):
             # a restore cut short leaves no checkpoint, and the next restore starts it again
+            # a record of an attempt here that saved no checkpoint (its train.log) is kept as <name>.before-carry
             files = [f for f in carried.iterdir() if f.is_file() and f.name != CHECKPOINT] + [ck]
             for f in files:
                 shutil.copy2(f, run / (f.name + ".tmp"))
+                if (run / f.name).is_file() and not filecmp.cmp(run / f.name, f, shallow=False):
+                    os.replace(run / f.name, run / (f.name + ".before-carry"))
                 os.replace(run / (f.name + ".tmp"), run / f.name)
         print(f"carry: restored {rel} into {run}")
     return 0

@@ -453,9 +453,13 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     carry_commit = _git(repo, "rev-parse", "HEAD").strip()
 
     fresh = tmp_path / "fresh_state"  # a fresh machine: the repository alone
+    attempt = fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log"  # there an attempt saved nothing
+    attempt.parent.mkdir(parents=True)
+    attempt.write_text("an attempt that saved no checkpoint\n")
     p = _campaign(repo, fresh)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"carry: restored tiny/scan/rel_uni/seed1 into {fresh.resolve()}" in p.stdout, p.stdout
+    assert attempt.with_name("train.log.before-carry").read_text() == "an attempt that saved no checkpoint\n"
     assert "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout
     log = (fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
     resumed = log.rsplit("# ", 1)[-1]  # the fresh machine's invocation: the carried checkpoint, not from scratch
@@ -511,9 +515,13 @@ def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin,
     assert len(_git(repo, "log", "--format=%s", f"{head}..HEAD").splitlines()) == 1
 
     fresh = tmp_path / "fresh_state"  # a fresh machine: the repository alone
+    attempt = fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log"  # there an attempt saved nothing
+    attempt.parent.mkdir(parents=True)
+    attempt.write_text("an attempt that saved no checkpoint\n")
     p = _campaign(repo, fresh)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"carry: restored tiny/scan/rel_uni/seed1 into {fresh.resolve()}" in p.stdout, p.stdout
+    assert attempt.with_name("train.log.before-carry").read_text() == "an attempt that saved no checkpoint\n"
     assert "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
     log = (fresh / "runs" / "tiny" / "scan" / "rel_uni" / "seed1" / "train.log").read_text()
     assert "checkpoint_last.pt is at 6 updates and --max-update is 6: already finished" in log.rsplit("# ", 1)[-1]
