@@ -612,6 +612,12 @@ def test_cfq_corrupt_tarball_and_bad_utf8_json_name_the_file(tmp_path):
     bad = _tarball(tmp_path / "bad.tar.gz", raw=json.dumps(RECORDS).encode().replace(b"Did", b"D\xffd", 1))
     with pytest.raises(ValueError, match=r"dataset\.json: not UTF-8 text \(byte \d+ of the file, in JSON element 0\)"):
         cfq.load_from_tarball(bad, ["mcd1"])
+    lacking = [dict(r) for r in RECORDS]
+    del lacking[3]["sparqlPatternModEntities"]  # a bare KeyError before (found by an audit, 2026-11-28)
+    with pytest.raises(UsageError, match=rf"^{tmp_path / 'lacks.tar.gz'}:cfq/dataset\.json: element 3: expected an "
+                                         r"object with the string field 'sparqlPatternModEntities' \(CFQ 1\.1's "
+                                         r"dataset\.json\), got no such string$"):
+        cfq.load_from_tarball(_tarball(tmp_path / "lacks.tar.gz", records=lacking), ["mcd1"])
     (tmp_path / "splits").mkdir()
     (tmp_path / "splits" / "mcd1.json").write_bytes(b'{"trainIdxs": [0], "devIdxs": [1], "testIdxs": [2\xff]}')
     with pytest.raises(DataError, match=r"mcd1\.json:1: UTF-8 text"):
@@ -708,6 +714,30 @@ def test_count_mismatch_points_at_the_first_missing_line_of_the_shorter_file(tmp
     (tmp_path / "train.en").write_text("a\nb\n")
     with pytest.raises(DataError, match=rf"{tmp_path / 'train.en'}:3: expected as many lines as train.ne \(3\), got 2"):
         flores.read_train_dir(tmp_path, "ne", "en")
+
+
+def test_flores_training_pairs_with_an_empty_side_are_left_out_and_counted(tmp_path, capsys):
+    """They were dropped in silence (found by an audit, 2026-11-28)."""
+    from fairseq_compgen.data import flores
+
+    (tmp_path / "train.ne").write_text("a\n\nc\nd\n")
+    (tmp_path / "train.en").write_text("A\nB\n \nD\n")
+    assert flores.read_train_dir(tmp_path, "ne", "en") == [("a", "A"), ("d", "D")]
+    assert capsys.readouterr().err == (f"flores: left out 2 of 4 training pairs of {tmp_path / 'train.ne'} and "
+                                       f"train.en with an empty side (line 2, line 3)\n")
+
+
+def test_an_empty_example_is_named_by_its_input_file_not_the_staging_folder(tmp_path):
+    """The error named `.split.tmp-<pid>/train example 2` (found by an audit, 2026-11-28)."""
+    from fairseq_compgen.data.binarize import prepare_split
+
+    data = {"train": [("a b", "A B"), ("c", "  ")], "valid": [("a", "A")]}
+    with pytest.raises(UsageError, match=rf"^{tmp_path / 'in.tsv'}: example 2 of train \(target\): empty after "
+                                         r"tokenization$"):
+        prepare_split("t", tmp_path / "split", data, binarize_data=False, sources={"train": str(tmp_path / "in.tsv")})
+    with pytest.raises(UsageError, match=rf"^{tmp_path / 'split' / 'train'}: example 2 of train \(target\)"):
+        prepare_split("t", tmp_path / "split", data, binarize_data=False)
+    assert not list(tmp_path.iterdir()), "no staging folder left"
 
 
 def test_cogs_tagging_error_names_the_tag_file_that_is_wrong(tmp_path):

@@ -77,8 +77,12 @@ def write_text(
     split_dir: Path,
     data: Mapping[str, Iterable[Pair]],
     extra_files: Optional[Mapping[str, Iterable[str]]] = None,
+    output: Optional[Path] = None,
+    sources: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, int]:
     """Write ``<subset>.src/.tgt`` (and ``extra_files``: name -> lines) into ``split_dir``; returns the counts.
+    An error names the example by ``sources`` (subset -> the input file it was read from) where given, else by
+    ``output`` (the folder the staging folder ``split_dir`` becomes; default ``split_dir``) and its subset.
 
     ``data`` maps a subset to an iterable of (source, target) strings of
     space-separated tokens (it is consumed once, so generators stream).
@@ -88,13 +92,14 @@ def write_text(
     """
     split_dir = Path(split_dir)
     split_dir.mkdir(parents=True, exist_ok=True)
+    output = Path(output or split_dir)
     counts: Dict[str, int] = {}
     for subset in ordered_subsets(data):
         with open(split_dir / f"{subset}.{SRC}", "w", encoding="utf-8", newline="\n") as fs, \
                 open(split_dir / f"{subset}.{TGT}", "w", encoding="utf-8", newline="\n") as ft:
             n = 0
             for n, (src, tgt) in enumerate(data[subset], start=1):
-                where = f"{split_dir.name}/{subset} example {n}"
+                where = f"{(sources or {}).get(subset) or output / subset}: example {n} of {subset}"
                 fs.write(_clean(src, where + " (source)") + "\n")
                 ft.write(_clean(tgt, where + " (target)") + "\n")
         counts[subset] = n
@@ -102,7 +107,7 @@ def write_text(
         with open(split_dir / name, "w", encoding="utf-8", newline="\n") as f:
             for i, line in enumerate(lines, start=1):
                 if "\n" in line or "\r" in line:
-                    raise UsageError(f"{split_dir.name}/{name}: line {i} contains a newline: {line[:80]!r}")
+                    raise UsageError(f"{output / name}: line {i} contains a newline: {line[:80]!r}")
                 f.write(line + "\n")
     return counts
 
@@ -423,7 +428,7 @@ def prepare_split(
     if extra_check is not None:
         checks.append(extra_check)
     with staged_files(split_dir, writer) as stage:
-        counts = write_text(stage, data, extra_files=extra_files)
+        counts = write_text(stage, data, extra_files=extra_files, output=split_dir, sources=sources)
         for check in checks:
             check(counts)
         for name, content in (side_files or {}).items():

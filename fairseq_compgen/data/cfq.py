@@ -110,8 +110,22 @@ def preprocess_sparql(query: str) -> str:
     return " ".join(tokens).replace("\\n", " ")
 
 
-def preprocess_record(record: dict) -> Pair:
-    return tokenize_punctuation(record[QUESTION_FIELD]), preprocess_sparql(record[QUERY_FIELD])
+def preprocess_record(record: dict, where: str = "a CFQ record") -> Pair:
+    """The (question, query) pair of one dataset.json element; ``where`` names it in the error for a record that
+    lacks a field or holds no string there (a bare KeyError before)."""
+    fields = [record.get(f) if isinstance(record, dict) else None for f in (QUESTION_FIELD, QUERY_FIELD)]
+    for name, value in zip((QUESTION_FIELD, QUERY_FIELD), fields):
+        if not isinstance(value, str):
+            raise UsageError(f"{where}: expected an object with the string field {name!r} (CFQ 1.1's dataset.json), "
+                             f"got {type(record).__name__ if not isinstance(record, dict) else 'no such string'}")
+    return tokenize_punctuation(fields[0]), preprocess_sparql(fields[1])
+
+
+def preprocess_records(stream: BinaryIO, name: str, progress_every: int = 0) -> List[Pair]:
+    """Every element of dataset.json (streamed), preprocessed; an error names the element by its index, which the
+    split files use."""
+    return [preprocess_record(r, f"{name}: element {i}")
+            for i, r in enumerate(iter_json_list(stream, name, progress_every=progress_every))]
 
 
 # ---------------------------------------------------------------------------
@@ -268,7 +282,7 @@ def load_from_tarball(tarball: Path, splits: Sequence[str], progress_every: int 
             f = tar.extractfile(member)
             if key == "dataset":
                 print(f"  reading {member.name} from {tarball} (streamed)", file=sys.stderr, flush=True)
-                records = [preprocess_record(r) for r in iter_json_list(f, member.name, progress_every=progress_every)]
+                records = preprocess_records(f, f"{tarball}:{member.name}", progress_every)
             else:
                 split_idxs[key] = _read_split_file(f.read(), f"{tarball}:{member.name}")
     if records is None:
@@ -297,7 +311,7 @@ def load_from_dir(cfq_dir: Path, splits: Sequence[str], progress_every: int = 20
     if not path.is_file():
         raise MissingFileError(f"CFQ dataset file not found: {path}")
     with open(path, "rb") as f:
-        records = [preprocess_record(r) for r in iter_json_list(f, str(path), progress_every=progress_every)]
+        records = preprocess_records(f, str(path), progress_every)
     return {s: _apply_split(records, split_idxs[s], str(cfq_dir / "splits" / f"{SPLIT_FILES[s]}.json")) for s in splits}
 
 

@@ -35,6 +35,7 @@ as the paper's Section 5); ``test`` = test; and ``dev`` when dev is not the trai
 
 from __future__ import annotations
 
+import sys
 import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -110,7 +111,13 @@ def read_train_dir(train_dir, src: str, tgt: str) -> List[Tuple[str, str]]:
         sides.append(read_data_lines(d / f"train.{lang}", "FLoRes training file (floresv1 download-data.sh makes it)"))
     if len(sides[0]) != len(sides[1]):
         raise count_mismatch((d / f"train.{src}", d / f"train.{tgt}"), (len(sides[0]), len(sides[1])))
-    return [(s, t) for s, t in zip(*sides) if s.strip() and t.strip()]
+    pairs = list(zip(*sides))
+    empty = [i for i, (s, t) in enumerate(pairs, start=1) if not (s.strip() and t.strip())]
+    if empty:  # no example of ours can be empty (binarize refuses one): left out, and said so
+        print(f"flores: left out {len(empty)} of {len(pairs)} training pairs of {d / f'train.{src}'} and "
+              f"train.{tgt} with an empty side (line {', line '.join(map(str, empty[:3]))}"
+              f"{', ...' if len(empty) > 3 else ''})", file=sys.stderr)
+    return [pair for pair in pairs if pair[0].strip() and pair[1].strip()]
 
 
 def train_sentencepiece(pairs: List[Tuple[str, str]], vocab_size: int = VOCAB_SIZE,
