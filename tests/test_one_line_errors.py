@@ -422,6 +422,83 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("flags, expected", [
+    # found by an audit (2026-11-28): a ZeroDivisionError traceback
+    (["--encoder-attention-heads", "0"], "--encoder-attention-heads 0: expected a positive whole number"),
+    (["--encoder-embed-dim", "0", "--decoder-embed-dim", "0"], "--encoder-embed-dim 0: expected a positive whole number"),
+    # trained without a word
+    (["--attention-dropout", "1.5"], "--attention-dropout 1.5: expected a probability, 0 <= p < 1"),
+    (["--dropout", "nan"], "--dropout nan: expected a probability, 0 <= p < 1"),
+    (["--rope-theta", "500"], "--rope-theta 500.0 changes nothing: it is an option of rope, xpos only, which no "
+                              "position flag here chooses (--absolute-positions, --self-attn-pos, --cross-attn-pos)"),
+    (["--learned-max-positions", "64"], "--learned-max-positions 64 changes nothing: it is an option of learned only"),
+    (["--share-all-embeddings", "True", "--share-decoder-input-output-embed", "False"],
+     "--share-all-embeddings True shares the decoder's input and output embeddings too: expected no "
+     "--share-decoder-input-output-embed False with it"),
+])
+def test_flags_a_model_cannot_train_with_or_would_ignore_are_one_line(flags, expected, scan_bin, tmp_path):
+    """The model's own check of the parsed flags (check_training_flags), before the run folder is made."""
+    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "2", *flags))
+    assert last.startswith(f"fairseq_compgen: error: {expected}"), last
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # a traceback in the first training step (found by an audit, 2026-11-28)
+    (["--task", "compgen", "--arch", "compgen_tagger"], "--arch compgen_tagger is a COGS tagger (compgen_tagger): it "
+     "trains with --task cogs_tagging --criterion cogs_tagging on a folder of `fairseq-compgen prep cogs_tagging`"),
+    (["--task", "compgen", "--arch", "compgen_transformer", "--criterion", "cogs_tagging"],
+     "--criterion cogs_tagging needs --task cogs_tagging (and --arch compgen_tagger), got --task compgen"),
+    # NaN at update 1, blamed on --lr
+    (["--task", "compgen", "--arch", "compgen_transformer", "--decoder-self-attn-pos", "xpos", "--xpos-scale-base",
+      "1e-6"], "--xpos-scale-base 1e-06: too small for positions up to 1025: zeta^(n/B) leaves float32's range; "
+     "expected at least 17"),
+    (["--task", "compgen", "--arch", "compgen_transformer", "--self-attn-type", "linear", "--criterion",
+      "label_smoothed_cross_entropy_with_orthogonality", "--orthogonality-lambda", "nan"],
+     "--orthogonality-lambda nan: expected a finite weight >= 0 (the paper's 1e-4; 0 trains without the loss)"),
+    (["--task", "compgen", "--arch", "compgen_transformer", "--eval-comp-subset", "gen"],
+     "--eval-comp-subset gen names the subset that --eval-comp's metadata is for: expected --eval-comp FILE with it"),
+])
+def test_fairseq_train_with_a_task_criterion_or_value_that_cannot_work_is_one_line(flags, expected, scan_bin,
+                                                                                   tmp_path):
+    p = subprocess.run([sys.executable, "-m", "fairseq_cli.train", str(scan_bin), "--user-dir",
+                        str(REPO / "fairseq_compgen"), "--cpu", "--max-update", "1", "--save-dir", str(tmp_path / "s"),
+                        "--optimizer", "adam", "--lr", "1e-3", "--disable-validation", "--no-save", *TINY, *flags],
+                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert one_line(p) == f"fairseq_compgen: error: {expected}"
+
+
+def test_cogs_tagging_with_another_criterion_or_arch_is_one_line(tmp_path):
+    """fairseq's default criterion raised a bare NotImplementedError in the first step; a seq2seq arch a traceback."""
+    import argparse
+
+    import fairseq_compgen
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.tasks.checkpoint_guard import model_name
+    from fairseq_compgen.tasks.cogs_tagging import CogsTaggingTask
+
+    fairseq_compgen.register()
+    task = CogsTaggingTask.__new__(CogsTaggingTask)
+    with pytest.raises(UsageError, match=r"^--task cogs_tagging trains with --criterion cogs_tagging, got --criterion "
+                                         r"cross_entropy$"):
+        task.build_criterion(argparse.Namespace(_name="cross_entropy"))
+    cfg = argparse.Namespace(arch="rel_uni_transformer_scan")
+    assert model_name(cfg) == "compgen_transformer"
+    with pytest.raises(UsageError, match=r"^--task cogs_tagging trains a tagger: expected --arch compgen_tagger \(or "
+                                         r"one of its presets, ontanon_tagging_\*\), got --arch rel_uni_transformer_scan$"):
+        task.build_model(cfg)
+
+
+def test_generate_print_alignment_is_one_line(run, scan_bin, tmp_path):
+    """fairseq-generate --print-alignment failed on our models' attn=[None] with a traceback (an audit, 2026-11-28)."""
+    p = subprocess.run([sys.executable, "-m", "fairseq_cli.generate", str(scan_bin), "--user-dir",
+                        str(REPO / "fairseq_compgen"), "--task", "compgen", "--path", str(run / "checkpoint_last.pt"),
+                        "--gen-subset", "gen", "--cpu", "--print-alignment"],
+                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert one_line(p) == ("fairseq_compgen: error: --print-alignment hard: this task's models return no attention "
+                           "weights to align with; leave it out")
+
+
 def test_a_sweeps_flag_typo_is_refused_before_any_run_and_a_failed_run_says_why(scan_bin, tmp_path):
     """A typo in a sweep file's flags failed each run as it started ("training exited with 1; see train.log", the
     reason only in the log): on Slurm, after the queue; locally, maybe hours into the sweep. Now the sweep checks each

@@ -349,6 +349,15 @@ def test_sweep_files_plan_and_use_registered_archs(tmp_path):
         assert len(names) == len(set(names)), path
 
 
+def test_every_shipped_and_campaign_sweep_passes_the_checks_its_runs_get(tmp_path):
+    """sweep.validate on each file: archs, recipes, budgets, fairseq-train's parser and each model's own flag
+    check (check_training_flags: sizes, dropouts, position options no chosen encoding takes), as a sweep's dry run
+    does before any run; a new check that a shipped configuration fails is found here, not by a campaign lane."""
+    paths = SWEEPS + sorted((REPO / "campaign").glob("*.yaml"))
+    for path in paths:
+        sweep.validate(path, sweep.plan(sweep.load_sweep(path), tmp_path / path.stem))
+
+
 def test_dry_run_prints_commands(tmp_path, scan_bin):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"seeds": [7], "launch": {"gpus": 4}, "datasets": {"d": {"data": str(scan_bin)}},

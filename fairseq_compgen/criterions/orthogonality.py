@@ -21,6 +21,7 @@ What the paper leaves open, and what we chose:
 * Logged separately as `orthogonality` (L_orth per sentence batch, averaged over batches by sentences);
   `loss` includes λ · L_orth, `nll_loss` does not.
 """
+import math
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -89,6 +90,9 @@ class LabelSmoothedCrossEntropyWithOrthogonalityConfig(LabelSmoothedCrossEntropy
 class LabelSmoothedCrossEntropyWithOrthogonality(LabelSmoothedCrossEntropyCriterion):
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  orthogonality_lambda=1e-4):
+        if not (math.isfinite(orthogonality_lambda) and orthogonality_lambda >= 0):  # nan: a divergence blamed on --lr
+            raise UsageError(f"--orthogonality-lambda {orthogonality_lambda}: expected a finite weight >= 0 (the "
+                             f"paper's 1e-4; 0 trains without the loss)")
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.orthogonality_lambda = orthogonality_lambda
 

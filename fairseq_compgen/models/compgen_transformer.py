@@ -57,8 +57,34 @@ def build_embedding(args, dictionary, dim: int) -> TokenEmbedding:
 
 def build_attention_position(args, site: str, dim: int, heads: int) -> Optional[nn.Module]:
     """The position encoding the flags choose for attention `site` (modules/positions/registry.py), or None."""
+    longest = max(args.max_source_positions + 1, args.max_target_positions + 1, random_positions(args))  # +1: BOS
     return positions.build_attention_position(position_registry.site_name(args, site), site, embed_dim=dim,
-                                              num_heads=heads, **position_registry.option_values(args))
+                                              num_heads=heads, max_positions=longest,
+                                              **position_registry.option_values(args))
+
+
+DROPOUTS = ("dropout", "attention_dropout", "activation_dropout", "embedding_dropout")
+
+
+def check_dropouts(args) -> None:
+    """Every dropout is a probability (--attention-dropout 1.5 or nan trained without a word)."""
+    for dest in DROPOUTS:
+        p = getattr(args, dest, None)
+        if p is not None and not (isinstance(p, (int, float)) and 0 <= p < 1):  # nan fails both comparisons
+            raise UsageError(f"--{dest.replace('_', '-')} {p}: expected a probability, 0 <= p < 1")
+
+
+def check_unused_position_options(args, chosen=()) -> None:
+    """A position option set away from its default that no chosen encoding takes changes nothing: refused, so
+    that `--rope-theta 500` without rope is not mistaken for a rope run. `chosen`: encodings built besides the
+    sites' (a tagger's parent head); conv self-attention reads --rel-span itself. Checked when training only: a
+    checkpoint trained before the check still loads."""
+    taken = ("rel_span",) if args.self_attn_type == "conv" else ()
+    for o in position_registry.unused_options(args, chosen, taken):
+        users = ", ".join(n for n, e in position_registry.ENCODINGS.items() if o in e.options)
+        raise UsageError(f"{o.flag} {getattr(args, o.dest)} changes nothing: it is an option of {users} only, "
+                         f"which no position flag here chooses (--absolute-positions, --self-attn-pos, "
+                         f"--cross-attn-pos)")
 
 
 def random_positions(args) -> int:
@@ -95,6 +121,14 @@ def _self_attention(args, dim: int, heads: int, causal: bool) -> nn.Module:
         raise UsageError(f"--self-attn-type must be attention, conv or linear, got {args.self_attn_type!r}")
     return MultiheadAttention(dim, heads, args.attention_dropout, bias=bool_flag(args.attention_bias),
                               scorer=build_attention_position(args, site, dim, heads))
+
+
+def check_sizes(args, side: str) -> None:
+    """The sizes of one stack (`side`: encoder or decoder) are positive integers (0 gave a ZeroDivisionError)."""
+    for name in ("embed_dim", "ffn_embed_dim", "attention_heads", "layers"):
+        value = getattr(args, f"{side}_{name}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"--{side}-{name.replace('_', '-')} {value}: expected a positive whole number")
 
 
 class CompgenEncoder(FairseqEncoder):
@@ -284,6 +318,18 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
                "<s> before every sentence, inserted by the encoder (Csordás et al.'s code; modules/encoder_bos.py)")
         a("--max-source-positions", type=int, metavar="N", help="longest source accepted")
         a("--max-target-positions", type=int, metavar="N", help="longest target accepted")
+
+    @classmethod
+    def check_training_flags(cls, args) -> None:
+        """What the task checks before training, and `fairseq-compgen train` before it writes anything (not when a
+        checkpoint is loaded: it trained with them)."""
+        check_sizes(args, "encoder")
+        check_sizes(args, "decoder")
+        check_dropouts(args)
+        check_unused_position_options(args)
+        if bool_flag(args.share_all_embeddings) and not bool_flag(args.share_decoder_input_output_embed):
+            raise UsageError("--share-all-embeddings True shares the decoder's input and output embeddings too: "
+                             "expected no --share-decoder-input-output-embed False with it")
 
     @classmethod
     def build_model(cls, args, task):

@@ -22,7 +22,8 @@ from torch import nn
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.models.common import bool_flag
-from fairseq_compgen.models.compgen_transformer import CompgenEncoder, CompgenTransformerModel, build_embedding
+from fairseq_compgen.models.compgen_transformer import (CompgenEncoder, CompgenTransformerModel, build_embedding,
+                                                         check_dropouts, check_sizes, check_unused_position_options)
 from fairseq_compgen.modules.param_init import apply_param_init
 from fairseq_compgen.modules.parent_heads import PARENT_HEADS, build_parent_head
 from fairseq_compgen.modules import positions
@@ -72,6 +73,14 @@ class CompgenTaggerModel(BaseFairseqModel):
         compgen_tagger(args)
         if args.tagger_max_len is None and args.tagger_parent_head != "attention":
             args.tagger_max_len = task.max_sentence_length
+
+    @classmethod
+    def check_training_flags(cls, args) -> None:
+        """What the task checks before training, and `fairseq-compgen train` before it writes anything (not when a
+        checkpoint is loaded: it trained with them)."""
+        check_sizes(args, "encoder")
+        check_dropouts(args)
+        check_unused_position_options(args, chosen=[getattr(args, "tagger_parent_pos", None)])
 
     @classmethod
     def build_model(cls, args, task):

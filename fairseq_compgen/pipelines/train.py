@@ -257,7 +257,8 @@ def check_arch(args: Sequence[str]) -> None:
 def check_fairseq_options(args: Sequence[str]) -> None:
     """fairseq-train's own parser on the command's options, before anything is written: what it refuses (an
     unknown flag, a value of the wrong type, a choice it does not offer) is one line naming the flag, where
-    fairseq-train would print its whole usage (a few hundred lines) above it, after the run folder was made."""
+    fairseq-train would print its whole usage (a few hundred lines) above it, after the run folder was made. Then
+    the model's own check of the parsed flags (its check_training_flags)."""
     import fairseq_compgen
     from fairseq import options
 
@@ -283,9 +284,14 @@ def check_fairseq_options(args: Sequence[str]) -> None:
     level = quiet.level
     quiet.setLevel(logging.WARNING)
     try:
-        options.parse_args_and_arch(parser, list(args))
+        parsed = options.parse_args_and_arch(parser, list(args))
     finally:
         quiet.setLevel(level)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model_cls = ARCH_MODEL_REGISTRY.get(getattr(parsed, "arch", None))
+    if hasattr(model_cls, "check_training_flags"):  # sizes, dropouts, flags that would change nothing (models/*.py)
+        model_cls.check_training_flags(parsed)
 
 
 def finished(save: Path, args: Sequence[str]) -> Optional[int]:

@@ -115,13 +115,24 @@ def check_resume(cfg, model_cls, task=None) -> None:
                          f"{path} in a new --save-dir")
 
 
+def model_name(cfg) -> Optional[str]:
+    """The registered model (`compgen_transformer`, `compgen_tagger`, ...) of the model config's --arch, or None."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    return ARCH_MODEL_NAME_REGISTRY.get(getattr(cfg, "arch", None))
+
+
 def guard(cfg, fp: str, data: str, from_checkpoint: bool, task=None) -> None:
-    """What a task's build_model calls first: the dictionary check, and when training, the resume check."""
+    """What a task's build_model calls first: the dictionary check, and when training, the model's flag check
+    (its check_training_flags) and the resume check."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     check_dictionaries(cfg, fp, data, from_checkpoint)
     if not from_checkpoint and getattr(cfg, "arch", None) in ARCH_MODEL_REGISTRY:
-        check_resume(cfg, ARCH_MODEL_REGISTRY[cfg.arch], task)
+        model_cls = ARCH_MODEL_REGISTRY[cfg.arch]
+        if hasattr(model_cls, "check_training_flags"):  # flags that would change nothing (models/*.py)
+            model_cls.check_training_flags(cfg)
+        check_resume(cfg, model_cls, task)
 
 
 def check_dictionaries(cfg, fp: str, data: str, from_checkpoint: bool) -> None:

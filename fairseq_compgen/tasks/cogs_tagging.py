@@ -37,10 +37,11 @@ from fairseq.tasks import FairseqTask, register_task
 
 from fairseq_compgen.data import cogs_tagging as ct
 from fairseq_compgen.data.io import DataError, read_data_lines
+from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.parent_heads import IGNORE
 from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.batching import RandomBatchesConfig, training_order
-from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
+from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard, model_name
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 
 logger = logging.getLogger(__name__)
@@ -172,9 +173,18 @@ class CogsTaggingTask(CheckedTrainStep, FairseqTask):  # train_step: --autocast-
         logger.info("cogs_tagging %s: %d examples", split, len(src))
 
     def build_model(self, cfg, from_checkpoint=False):
+        if model_name(cfg) != "compgen_tagger":  # a traceback in the loss before
+            raise UsageError(f"--task cogs_tagging trains a tagger: expected --arch compgen_tagger (or one of its "
+                             f"presets, ontanon_tagging_*), got --arch {cfg.arch}")
         fp = fingerprint(self.src_dict, *(self.tag_dictionaries[f] for f in TAG_FIELDS))
         guard(cfg, fp, self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
+
+    def build_criterion(self, cfg, from_checkpoint=False):
+        name = getattr(cfg, "_name", None)
+        if name != "cogs_tagging":  # fairseq's default criterion raised a bare NotImplementedError in training
+            raise UsageError(f"--task cogs_tagging trains with --criterion cogs_tagging, got --criterion {name}")
+        return super().build_criterion(cfg, from_checkpoint)
 
     @property
     def source_dictionary(self):
@@ -242,6 +252,12 @@ class CogsTaggingTask(CheckedTrainStep, FairseqTask):  # train_step: --autocast-
 @register_criterion("cogs_tagging")
 class CogsTaggingCriterion(FairseqCriterion):
     """Mean of the 5 per-token cross-entropies (parent + 4 tag heads), summed over non-pad tokens."""
+
+    def __init__(self, task):
+        if not isinstance(task, CogsTaggingTask):  # an AttributeError in the first step before
+            raise UsageError(f"--criterion cogs_tagging needs --task cogs_tagging (and --arch compgen_tagger), got "
+                             f"--task {getattr(task.cfg, '_name', type(task).__name__)}")
+        super().__init__(task)
 
     def forward(self, model, sample, reduce=True):
         out = model(**sample["net_input"])

@@ -31,7 +31,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.batching import RandomBatchesConfig, training_order
-from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard
+from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard, model_name
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
 
@@ -130,6 +130,9 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-
                              f"--task cogs_tagging)") from None
 
     def __init__(self, cfg, src_dict, tgt_dict):
+        if cfg.eval_comp_subset and not cfg.eval_comp:  # ignored in silence before
+            raise UsageError(f"--eval-comp-subset {cfg.eval_comp_subset} names the subset that --eval-comp's "
+                             f"metadata is for: expected --eval-comp FILE with it")
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
         self._current_skipped = 0  # of the subset whose batches are being evaluated
@@ -187,7 +190,16 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-
             collate = ds.collater
             ds.collater = lambda samples, **kw: {**collate(samples, **kw), "comp_subset": split} if samples else collate(samples, **kw)
 
+    def build_generator(self, models, args, *rest, **kwargs):
+        if getattr(args, "print_alignment", None):  # an attn=[None] traceback in fairseq's generator before
+            raise UsageError(f"--print-alignment {args.print_alignment}: this task's models return no attention "
+                             f"weights to align with; leave it out")
+        return super().build_generator(models, args, *rest, **kwargs)
+
     def build_model(self, cfg, from_checkpoint=False):
+        if model_name(cfg) == "compgen_tagger":  # an AttributeError traceback before
+            raise UsageError(f"--arch {cfg.arch} is a COGS tagger (compgen_tagger): it trains with --task cogs_tagging "
+                             f"--criterion cogs_tagging on a folder of `fairseq-compgen prep cogs_tagging`")
         guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint, self)
         return super().build_model(cfg, from_checkpoint)
 

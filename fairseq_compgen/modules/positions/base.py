@@ -35,6 +35,10 @@ class AttentionPosition(nn.Module):
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float, k: Optional[Tensor] = None) -> Optional[Tensor]:
         return None
 
+    def check_max_positions(self, n: int) -> None:
+        """Refuse (UsageError naming the flag) options that cannot work for positions 0..n (the model's longest
+        sequence, or the range of randomized positions); by default every option can."""
+
 
 def relative_distances(q_pos: Tensor, k_pos: Tensor) -> Tensor:
     """Signed distance key minus query, j - i: [Tq, Tk] (the convention of Csordás et al.'s code; their App. C writes i - j, equivalent up to the learned W_{k,P})."""

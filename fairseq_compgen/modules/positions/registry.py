@@ -124,13 +124,18 @@ def _options(entry: Encoding, values: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def build_attention_position(name: Optional[str], site: str, *, embed_dim: int, num_heads: int,
-                             **values) -> Optional[Any]:
+                             max_positions: Optional[int] = None, **values) -> Optional[Any]:
     """The module of encoding `name` for attention site `site` (None for "none"). `values`: options by dest or
-    param name (e.g. rel_span=4 or span=4); missing ones take their defaults."""
+    param name (e.g. rel_span=4 or span=4); missing ones take their defaults. With `max_positions` (the largest
+    position it will see) the module's `check_max_positions` may refuse options that cannot work that far."""
     entry = _entry(name or "none", site)
     if entry.cls is None:
         return None
-    return entry.cls(embed_dim=embed_dim, num_heads=num_heads, causal=site == DECODER_SELF, **_options(entry, values))
+    module = entry.cls(embed_dim=embed_dim, num_heads=num_heads, causal=site == DECODER_SELF,
+                       **_options(entry, values))
+    if max_positions is not None and hasattr(module, "check_max_positions"):
+        module.check_max_positions(max_positions)
+    return module
 
 
 def build_input_position(name: Optional[str], *, embed_dim: int, padding_idx: int, scaling: Optional[str],
@@ -145,6 +150,15 @@ def build_input_position(name: Optional[str], *, embed_dim: int, padding_idx: in
 def option_values(args) -> Dict[str, Any]:
     """Every registered option's value from a namespace (missing: None, i.e. the default)."""
     return {dest: getattr(args, dest, None) for dest in OPTIONS}
+
+
+def unused_options(args, chosen: Iterable[str] = (), taken: Iterable[str] = ()) -> list:
+    """The options (Option) set to another value than their default that no encoding chosen by the flags (or in
+    `chosen`: a tagger's parent head) takes, nor anything in `taken` (dests another module reads): flags that
+    would change nothing (`--rope-theta 500` with no rope)."""
+    names = {site_name(args, site) for site in (INPUT, *ATTENTION_SITES)} | set(chosen)
+    used = {o.dest for n in names if n in ENCODINGS for o in ENCODINGS[n].options} | set(taken) | set(MODIFIERS)
+    return [o for o in OPTIONS.values() if o.dest not in used and getattr(args, o.dest, None) not in (None, o.default)]
 
 
 def site_name(args, site: str) -> str:

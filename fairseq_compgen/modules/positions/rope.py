@@ -86,6 +86,13 @@ class XPos(RotaryPositions):
         self.register_buffer("log_zeta", zeta.log().float(), persistent=False)  # [d_head/2]
         self.scale_base = float(scale_base)
 
+    def check_max_positions(self, n: int) -> None:
+        # the keys' zeta^(-j/B) overflows float32 (exp > 88) and the queries' zeta^(i/B) underflows: NaN logits
+        limit = n * -float(self.log_zeta.min()) / 80.0
+        if self.scale_base < limit:
+            raise UsageError(f"--xpos-scale-base {self.scale_base:g}: too small for positions up to {n}: zeta^(n/B) "
+                             f"leaves float32's range; expected at least {math.ceil(limit)}")
+
     def decay(self, pos: Tensor, sign: float) -> Tensor:
         """zeta^(sign * pos / B), each value repeated for the two channels of its pair: [T, d_head]."""
         d = torch.exp(sign * pos.to(torch.float32)[:, None] / self.scale_base * self.log_zeta)  # [T, d_head/2]
