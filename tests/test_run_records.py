@@ -184,6 +184,10 @@ def test_a_checkpoint_last_cut_off_mid_copy_is_replaced_by_the_newest_whole_save
     assert train.checkpoint_updates(tmp_path / "checkpoint_last.pt") == 40
     assert (tmp_path / "checkpoint_last.pt.incomplete").read_bytes() == whole[: len(whole) // 2]
     assert not (tmp_path / "checkpoint_last.pt.tmp").exists()
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[:100])  # cut off again: the first kept file stays
+    assert "kept as checkpoint_last.pt.incomplete.2" in train.repair_last(tmp_path)
+    assert (tmp_path / "checkpoint_last.pt.incomplete").read_bytes() == whole[: len(whole) // 2]
+    assert (tmp_path / "checkpoint_last.pt.incomplete.2").read_bytes() == whole[:100]
     # nothing readable to go back to: left as it is (fairseq-train then says why it cannot resume)
     for p in tmp_path.glob("checkpoint_*_*.pt"):
         p.unlink()

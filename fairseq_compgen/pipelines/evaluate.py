@@ -44,6 +44,7 @@ import glob
 import hashlib
 import json
 import logging
+import os
 import re
 import shlex
 import sys
@@ -286,7 +287,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
             start, cpu_start = time.monotonic(), time.process_time()
             generated, table, result, outputs = (out / f"{subset}{ext}"
                                                  for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS))
-            tmps = [p.with_name(p.name + ".tmp") for p in (generated, table, result, outputs)]
+            # temporary names of this process: two evaluations into one folder do not write each other's files
+            tmps = [p.with_name(f"{p.name}.tmp-{os.getpid()}") for p in (generated, table, result, outputs)]
             try:
                 if tagging:
                     n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])

@@ -322,7 +322,8 @@ def repair_last(save: Path) -> Optional[str]:
     """fairseq writes each save whole as checkpoint_E_U.pt (through a temporary name), then copies it over
     checkpoint_last.pt in place: a run stopped during that copy (a session's end, a GPU slice's timeout) leaves
     checkpoint_last.pt cut off, and fairseq-train cannot resume from it. When checkpoint_last.pt cannot be read and a
-    save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete and the newest readable save (by
+    save of the run can, the cut-off file is kept as checkpoint_last.pt.incomplete (.incomplete.2, ... after
+    earlier repairs) and the newest readable save (by
     the update it stores: checkpoint_loading.newest_readable) is copied to checkpoint_last.pt through a temporary
     name. Returns what was done (one line), or None. The sweep runner does this in its own run folders before
     resuming a run (unattended: a campaign, a GPU slice); `fairseq-compgen train` on a user's folder instead names
@@ -341,10 +342,12 @@ def repair_last(save: Path) -> Optional[str]:
     if newest is None:
         return None
     newest = Path(newest)
-    last.replace(save / "checkpoint_last.pt.incomplete")
+    kept = next(save / name for i in range(1, 10 ** 6)  # an earlier repair's cut-off file stays too
+                for name in [f"{last.name}.incomplete" + (f".{i}" if i > 1 else "")] if not (save / name).exists())
+    last.replace(kept)
     shutil.copyfile(newest, save / "checkpoint_last.pt.tmp")
     (save / "checkpoint_last.pt.tmp").replace(last)
-    return (f"{last} was cut off (stopped while fairseq copied a save over it): kept as {last.name}.incomplete, "
+    return (f"{last} was cut off (stopped while fairseq copied a save over it): kept as {kept.name}, "
             f"resuming from a copy of {newest.name} (update {at})")
 
 
