@@ -116,7 +116,11 @@ if [ -d "$CARRY" ]; then
   mine="$CARRY/$(basename "$runs")"
   [ ! -d "$mine" ] || (cd "$mine" && find . -name checkpoint_last.pt) | while read -r ck; do
     d=$(dirname "$ck"); d=${d#./}
-    [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" && cp -n "$mine/$d"/* "$runs/$d"/ && echo "oneshot: restored $d"; }
+    # the records first, the checkpoint last through a temporary name: a restore cut short leaves no checkpoint
+    [ -f "$runs/$d/checkpoint_last.pt" ] || { mkdir -p "$runs/$d" &&
+      find "$mine/$d" -maxdepth 1 -type f ! -name checkpoint_last.pt -exec cp -n {} "$runs/$d"/ \; &&
+      cp "$mine/$d/checkpoint_last.pt" "$runs/$d/checkpoint_last.pt.tmp" &&
+      mv "$runs/$d/checkpoint_last.pt.tmp" "$runs/$d/checkpoint_last.pt" && echo "oneshot: restored $d"; }
   done
 fi
 
