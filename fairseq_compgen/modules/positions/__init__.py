@@ -32,7 +32,9 @@ plugin's `--user-dir`, `fairseq-compgen eval --user-dir PLUGIN`), and `fairseq-c
 it. The
 class is built with `embed_dim, num_heads, causal` and its options under their `param` names (absolute encodings:
 `embed_dim, padding_idx, scaling` and `forward(positions [B, T]) -> [B, T, dim]`). Parameters of the module are
-saved as `...scorer.<name>` in attention and `...embed.positions.<name>` in the embedding. Test it against a slow
+saved as `...scorer.<name>` in attention and `...embed.positions.<name>` in the embedding. An attention encoding
+whose options cannot reach the model's longest position may refuse them in `check_max_positions(n)` (xPos does:
+too small a scale base overflows float32). Test it against a slow
 implementation of its formula and check step-by-step decoding against the full forward pass (tests/test_positions.py
 does both for every encoding here).
 """
