@@ -435,6 +435,8 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
     (["--share-all-embeddings", "True", "--share-decoder-input-output-embed", "False"],
      "--share-all-embeddings True shares the decoder's input and output embeddings too: expected no "
      "--share-decoder-input-output-embed False with it"),
+    (["--self-attn-type", "linear", "--attention-dropout", "0.2"], "--attention-dropout changes nothing with --arch "
+     "rel_uni_transformer: linear attention (self and cross) forms no attention weights to drop"),
 ])
 def test_flags_a_model_cannot_train_with_or_would_ignore_are_one_line(flags, expected, scan_bin, tmp_path):
     """The model's own check of the parsed flags (check_training_flags), before the run folder is made."""
@@ -487,6 +489,20 @@ def test_cogs_tagging_with_another_criterion_or_arch_is_one_line(tmp_path):
     with pytest.raises(UsageError, match=r"^--task cogs_tagging trains a tagger: expected --arch compgen_tagger \(or "
                                          r"one of its presets, ontanon_tagging_\*\), got --arch rel_uni_transformer_scan$"):
         task.build_model(cfg)
+
+
+def test_decoder_flags_given_to_the_encoder_only_tagger_are_refused(tmp_path):
+    """compgen_tagger took --decoder-layers 3 and the other decoder flags without a word (an audit, 2026-11-28);
+    its encoder flags stay accepted."""
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.pipelines.train import check_fairseq_options
+
+    tagger = [str(tmp_path), "--arch", "compgen_tagger", "--task", "cogs_tagging", "--criterion", "cogs_tagging"]
+    check_fairseq_options(tagger + ["--encoder-layers", "3"])
+    for flag, value in (("--decoder-layers", "3"), ("--cross-attn-pos", "rel-b"), ("--copy-decoder", "True")):
+        with pytest.raises(UsageError, match=rf"^{flag} changes nothing with --arch compgen_tagger: compgen_tagger "
+                                             r"has no decoder \(it tags with the encoder alone\)$"):
+            check_fairseq_options(tagger + [flag, value])
 
 
 def test_generate_print_alignment_is_one_line(run, scan_bin, tmp_path):

@@ -332,6 +332,14 @@ class CompgenTransformerModel(FairseqEncoderDecoderModel):
                              "expected no --share-decoder-input-output-embed False with it")
 
     @classmethod
+    def ignored_flags(cls, args) -> dict:
+        """Flags whose value these settings never read (flag -> why): refused where given on the command line
+        (pipelines/train.py), since their defaults are set for every preset."""
+        if args.self_attn_type == "linear":
+            return {"--attention-dropout": "linear attention (self and cross) forms no attention weights to drop"}
+        return {}
+
+    @classmethod
     def build_model(cls, args, task):
         from fairseq_compgen.models.archs import base_architecture
 

@@ -83,6 +83,17 @@ class CompgenTaggerModel(BaseFairseqModel):
         check_unused_position_options(args, chosen=[getattr(args, "tagger_parent_pos", None)])
 
     @classmethod
+    def ignored_flags(cls, args) -> dict:
+        """The seq2seq model's decoder flags (generated from its add_args): an encoder-only tagger reads none."""
+        import argparse
+
+        parser = argparse.ArgumentParser(add_help=False)
+        CompgenTransformerModel.add_args(parser)
+        flags = ["--" + dest.replace("_", "-") for dest in vars(parser.parse_args([]))]  # add_args' flags by dest
+        flags = [f for f in flags if any(word in f for word in ("decoder", "cross-attn", "share-all"))]
+        return {f: "compgen_tagger has no decoder (it tags with the encoder alone)" for f in flags}
+
+    @classmethod
     def build_model(cls, args, task):
         cls.complete_args(args, task)
         if bool_flag(args.encoder_bos):  # tags are read one per source position: an inserted <s> shifts them all
