@@ -439,35 +439,45 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
      "rel_uni_transformer: linear attention (self and cross) forms no attention weights to drop"),
 ])
 def test_flags_a_model_cannot_train_with_or_would_ignore_are_one_line(flags, expected, scan_bin, tmp_path):
-    """The model's own check of the parsed flags (check_training_flags), before the run folder is made."""
-    last = one_line(compgen(*TRAIN[3:], scan_bin, tmp_path / "run", *TINY, "--max-update", "2", *flags))
-    assert last.startswith(f"fairseq_compgen: error: {expected}"), last
+    """The model's own check of the parsed flags (check_training_flags), before the run folder is made. In this
+    process (a UsageError is printed as one line by the CLI: the tests above)."""
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.pipelines import train
+
+    with pytest.raises(UsageError) as e:
+        train.main([*TRAIN[4:], str(scan_bin), str(tmp_path / "run"), *TINY, "--max-update", "2", *flags])
+    assert str(e.value).startswith(expected), str(e.value)
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("flags, expected", [
+@pytest.mark.parametrize("task, arch, flags, expected", [
     # a traceback in the first training step (found by an audit, 2026-11-28)
-    (["--task", "compgen", "--arch", "compgen_tagger"], "--arch compgen_tagger is a COGS tagger (compgen_tagger): it "
-     "trains with --task cogs_tagging --criterion cogs_tagging on a folder of `fairseq-compgen prep cogs_tagging`"),
-    (["--task", "compgen", "--arch", "compgen_transformer", "--criterion", "cogs_tagging"],
+    ("compgen", "compgen_tagger", [], "--arch compgen_tagger is a COGS tagger (compgen_tagger): it trains with "
+     "--task cogs_tagging --criterion cogs_tagging on a folder of `fairseq-compgen prep cogs_tagging`"),
+    ("compgen", "compgen_transformer", ["--criterion", "cogs_tagging"],
      "--criterion cogs_tagging needs --task cogs_tagging (and --arch compgen_tagger), got --task compgen"),
     # NaN at update 1, blamed on --lr
-    (["--task", "compgen", "--arch", "compgen_transformer", "--decoder-self-attn-pos", "xpos", "--xpos-scale-base",
-      "1e-6"], "--xpos-scale-base 1e-06: too small for positions up to 1025: zeta^(n/B) leaves float32's range; "
-     "expected at least 17"),
-    (["--task", "compgen", "--arch", "compgen_transformer", "--self-attn-type", "linear", "--criterion",
-      "label_smoothed_cross_entropy_with_orthogonality", "--orthogonality-lambda", "nan"],
+    ("compgen", "compgen_transformer", ["--decoder-self-attn-pos", "xpos", "--xpos-scale-base", "1e-6"],
+     "--xpos-scale-base 1e-06: too small for positions up to 1025: zeta^(n/B) leaves float32's range; expected at "
+     "least 17"),
+    ("compgen", "compgen_transformer", ["--self-attn-type", "linear", "--criterion",
+                                        "label_smoothed_cross_entropy_with_orthogonality", "--orthogonality-lambda",
+                                        "nan"],
      "--orthogonality-lambda nan: expected a finite weight >= 0 (the paper's 1e-4; 0 trains without the loss)"),
-    (["--task", "compgen", "--arch", "compgen_transformer", "--eval-comp-subset", "gen"],
+    ("compgen", "compgen_transformer", ["--eval-comp-subset", "gen"],
      "--eval-comp-subset gen names the subset that --eval-comp's metadata is for: expected --eval-comp FILE with it"),
 ])
-def test_fairseq_train_with_a_task_criterion_or_value_that_cannot_work_is_one_line(flags, expected, scan_bin,
-                                                                                   tmp_path):
-    p = subprocess.run([sys.executable, "-m", "fairseq_cli.train", str(scan_bin), "--user-dir",
-                        str(REPO / "fairseq_compgen"), "--cpu", "--max-update", "1", "--save-dir", str(tmp_path / "s"),
-                        "--optimizer", "adam", "--lr", "1e-3", "--disable-validation", "--no-save", *TINY, *flags],
-                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
-    assert one_line(p) == f"fairseq_compgen: error: {expected}"
+def test_fairseq_train_with_a_task_criterion_or_value_that_cannot_work_is_one_line(task, arch, flags, expected,
+                                                                                   scan_bin, tmp_path):
+    """As fairseq-train builds them, in this process: task, model, criterion (tests/model_helpers.py); the CLI
+    prints a UsageError as one line (the tests above)."""
+    from model_helpers import build_task
+
+    from fairseq_compgen.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        build_task(scan_bin, arch, ["--save-dir", str(tmp_path / "s"), *flags], task=task)
+    assert str(e.value) == expected
 
 
 def test_cogs_tagging_with_another_criterion_or_arch_is_one_line(tmp_path):
