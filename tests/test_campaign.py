@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 GIT_ENV = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.org", "GIT_COMMITTER_NAME": "test",
            "GIT_COMMITTER_EMAIL": "test@example.org"}
@@ -59,17 +61,31 @@ configurations:
                                    "campaign/tiny.yaml scan/*/seed1\n"})
 
 
-def _one_run_trained(tmp_path, scan_bin):
+@pytest.fixture(scope="module")
+def trained_once(scan_bin, tmp_path_factory):
     """The tiny clone with a one-run queue (seed 1) committed at HEAD, its run trained and recorded by the campaign,
-    then the clone reset to HEAD: the run's folder in the state folder, nothing of it in the repository."""
-    repo, state, _ = _tiny_clone(tmp_path, scan_bin)
+    then the clone reset to HEAD, built once for this module: (the folder holding repo/ and state/, HEAD). The worktree
+    the run trained from is removed, so that a copy of the state folder stands alone."""
+    base = tmp_path_factory.mktemp("one_run")
+    repo, state, _ = _tiny_clone(base, scan_bin)
     (repo / "campaign" / "tiny_queue.txt").write_text("campaign/tiny.yaml scan/*/seed1\n")
     _git(repo, "commit", "-q", "-m", "one run", "--", "campaign/tiny_queue.txt")
     head = _git(repo, "rev-parse", "HEAD").strip()
     p = _campaign(repo, state)
     assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1" in p.stdout, p.stdout[-3000:] + p.stderr
     _git(repo, "reset", "-q", "--hard", head)
-    return repo, state, head
+    _git(repo, "worktree", "remove", "--force", str(state / f"tree-{head[:12]}"))
+    return base, head
+
+
+def _one_run_trained(tmp_path, trained_once):
+    """`trained_once` for one test, in `tmp_path`: (a clone of its repository, a copy of its state folder with the
+    run's folder, HEAD); nothing of the run is in the repository."""
+    base, head = trained_once
+    subprocess.run(["git", "clone", "-q", str(base / "repo"), str(tmp_path / "repo")], check=True)
+    shutil.copytree(base / "state", tmp_path / "state", symlinks=True)
+    assert _git(tmp_path / "repo", "rev-parse", "HEAD").strip() == head
+    return tmp_path / "repo", tmp_path / "state", head
 
 
 def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_path):
@@ -423,14 +439,14 @@ def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     assert p.returncode == 0 and "queue finished" in out, first + out + err
 
 
-def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_bin, tmp_path):
+def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_bin, trained_once, tmp_path):
     """campaign/carry.py: `save` commits an unfinished run's checkpoint and records under results/campaign/_carry/
     (one commit of that folder alone; a checkpoint over --max-mb is left out, one already carried is not committed
     again); on a fresh machine (a new state folder) the campaign restores it and resumes from that checkpoint
     instead of training from scratch, and the commit that records the run removes its carried folder. The unfinished
     run is a finished run of the tiny queue whose done.json and evaluations were removed: resumed, it finds the
     carried checkpoint at update 6, its last, and goes on to evaluation."""
-    repo, state, head = _one_run_trained(tmp_path, scan_bin)  # as if it had not finished: no results, no done.json
+    repo, state, head = _one_run_trained(tmp_path, trained_once)  # as if it had not finished: no results, no done.json
     run = state / "runs" / "tiny" / "scan" / "rel_uni" / "seed1"
     (run / "done.json").unlink()
     shutil.rmtree(run / "eval")
@@ -474,7 +490,7 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
 
-def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin, tmp_path):
+def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin, trained_once, tmp_path):
     """campaign/gpu_import.py --carried: an unfinished run from a slice's carry.tar.part00.. (here in two parts),
     whose settings name the GPU machine's data folder, is committed under results/campaign/_carry/ (a dirty one is
     refused, a second import skips); on a fresh machine the campaign restores it, its sweep accepts the run folder
@@ -482,7 +498,7 @@ def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin,
     checkpoint (update 6, its last) instead of training from scratch."""
     import tarfile
 
-    repo, state, head = _one_run_trained(tmp_path, scan_bin)  # as if it had not finished here: the GPU's run now
+    repo, state, head = _one_run_trained(tmp_path, trained_once)  # as if it had not finished here: the GPU's run now
     tree = tmp_path / "carry"
     for seed, commit in ((1, head), (2, head + " dirty")):
         gpu_run = tree / "tiny" / "scan" / "rel_uni" / f"seed{seed}"
