@@ -803,7 +803,7 @@ def test_length_errors_counts_how_wrong_hypotheses_miss_the_length(tmp_path):
     p = subprocess.run([sys.executable, script, tmp_path, "--subset", "valid", "--out", out], capture_output=True,
                        text=True)
     assert p.returncode == 0, p.stderr
-    assert out.read_text() == p.stdout and f"--subset valid`" in p.stdout.splitlines()[0]
+    assert out.read_text() == p.stdout and "--subset valid`" in p.stdout.splitlines()[0]
     assert p.stdout.splitlines()[-1] == "| scan/alibi/seed1 | 5 of 6 | 0.40 | 0.40 | 0.20 | 0.20 | 0.20 |"
     for within, share in ((1, "0.00"), (2, "0.20")):  # the early stop is 2 tokens long
         p = subprocess.run([sys.executable, script, tmp_path, "--subset", "valid", "--within", str(within)],
