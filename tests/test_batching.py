@@ -47,12 +47,12 @@ def test_fairseq_train_runs_with_random_batches(scan_bin, tmp_path):
     save = tmp_path / "run"
     cmd = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", "csordas/scan", "--cpu",
            "compgen_transformer_scan", str(scan_bin), str(save), "--random-batches", "--batch-size", "32",
-           "--max-update", "12", "--validate-interval-updates", "12", "--save-interval-updates", "12",
+           "--max-update", "12", "--validate-interval-updates", "12", "--save-interval-updates", "12", "--batch-chunks", "2",
            "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--num-workers", "0"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     log = p.stdout + p.stderr  # fairseq-train's log (a sweep keeps it as train.log)
-    assert "'random_batches': True" in log
+    assert "'random_batches': True" in log and "'batch_chunks': 2" in log  # each batch in chunks (test_batch_chunks)
     done = [json.loads(line.split("| train | ")[1]) for line in log.splitlines() if "| train | " in line]
     assert done and done[-1]["train_num_updates"] == "12"
     assert "creating new batches for epoch 2" in log  # a new draw for the second epoch

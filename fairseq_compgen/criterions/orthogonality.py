@@ -17,7 +17,9 @@ What the paper leaves open, and what we chose:
 * Padding: pad rows and columns are dropped from V̄V̄ᵀ and from I (N = the sentence's real length).
 * ε = 1e-6.
 * Scale: fairseq divides the summed loss by `sample_size` (target tokens), so the criterion adds
-  λ · L_orth · sample_size to the summed cross entropy: the gradient is that of mean-CE + λ · L_orth.
+  λ · L_orth · sample_size to the summed cross entropy: the gradient is that of mean-CE + λ · L_orth. A chunk of a
+  batch (`--batch-chunks`, tasks/batch_chunks.py) adds λ · L_orth(chunk) · n_chunk · sample_size(batch) / n(batch)
+  (n: sentences), so that the chunks' terms sum to the whole batch's.
 * Logged separately as `orthogonality` (L_orth per sentence batch, averaged over batches by sentences);
   `loss` includes λ · L_orth, `nll_loss` does not.
 """
@@ -36,6 +38,7 @@ from torch import Tensor
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.linear_attention import EPS, LinearAttention
+from fairseq_compgen.tasks.batch_chunks import BATCH_TOTALS
 
 
 def orthogonality_loss(values: Tensor, padding_mask: Optional[Tensor] = None, eps: float = EPS) -> Tensor:
@@ -102,7 +105,10 @@ class LabelSmoothedCrossEntropyWithOrthogonality(LabelSmoothedCrossEntropyCriter
         orth = sum(orthogonality_loss(v, mask) for v, mask in recorded)  # sum over layer applications
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         nsentences = sample["target"].size(0)
-        loss = loss + self.orthogonality_lambda * orth * sample_size
+        batch = sample.get(BATCH_TOTALS)  # a chunk of a batch (--batch-chunks): weighted as in the whole batch
+        weight = sample_size if batch is None else nsentences * (
+            batch["nsentences"] if self.sentence_avg else batch["ntokens"]) / batch["nsentences"]
+        loss = loss + self.orthogonality_lambda * orth * weight
         logging_output = {
             "loss": loss.data,
             "nll_loss": nll_loss.data,

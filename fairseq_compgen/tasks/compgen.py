@@ -29,7 +29,9 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.tasks import batch_chunks
 from fairseq_compgen.tasks.autocast import AutocastConfig
+from fairseq_compgen.tasks.batch_chunks import BatchChunksConfig
 from fairseq_compgen.tasks.batching import RandomBatchesConfig, training_order
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard, model_name
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
@@ -39,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig):
+class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig, BatchChunksConfig):
     # Both metrics are on by default; the flags switch them off (fairseq turns a True-default bool into a
     # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
     no_eval_accuracy: bool = field(
@@ -115,7 +117,7 @@ def _sum(logging_outputs, key):
 
 
 @register_task("compgen", dataclass=CompgenConfig)
-class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-bf16, one-line divergence
+class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chunks, --autocast-bf16, one-line divergence
     cfg: CompgenConfig
 
     @classmethod
@@ -133,6 +135,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --autocast-
         if cfg.eval_comp_subset and not cfg.eval_comp:  # ignored in silence before
             raise UsageError(f"--eval-comp-subset {cfg.eval_comp_subset} names the subset that --eval-comp's "
                              f"metadata is for: expected --eval-comp FILE with it")
+        batch_chunks.check(cfg.batch_chunks)
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
         self._current_skipped = 0  # of the subset whose batches are being evaluated

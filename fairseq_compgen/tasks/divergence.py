@@ -13,18 +13,25 @@ import math
 import torch
 
 from fairseq_compgen.errors import UsageError
+from fairseq_compgen.tasks import batch_chunks
 from fairseq_compgen.tasks.autocast import autocast_criterion
 from fairseq_compgen.tasks.clocks import log_clocks
 
 
 class CheckedTrainStep:
-    """A task's train_step, for the tasks of this package (mixed in before fairseq's task class): the criterion under
-    --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line (check_loss below), then
-    the training clocks logged (tasks/clocks.py)."""
+    """A task's train_step, for the tasks of this package (mixed in before fairseq's task class): the batch in
+    --batch-chunks chunks when set (tasks/batch_chunks.py: fairseq's train_step per chunk, the sums returned), the
+    criterion under --autocast-bf16 when set (tasks/autocast.py), then a non-finite loss refused in one line
+    (check_loss below), then the training clocks logged (tasks/clocks.py)."""
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         criterion = autocast_criterion(criterion, model, self.cfg.autocast_bf16, optimizer)
-        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        k = getattr(self.cfg, "batch_chunks", 1)  # the compgen task's flag
+        chunks = batch_chunks.split_by_length(sample, k, self.target_dictionary.pad()) if k > 1 else [sample]
+        outs = [super(CheckedTrainStep, self).train_step(chunk, model, criterion, optimizer, update_num, ignore_grad)
+                for chunk in chunks]
+        out = outs[0] if len(outs) == 1 else (sum(o[0] for o in outs), sum(o[1] for o in outs),
+                                              batch_chunks.merge_logging([o[2] for o in outs]))
         check_loss(out[0], model, optimizer, update_num, ignore_grad)
         log_clocks()
         return out
