@@ -7,8 +7,8 @@ run with the real training command on a prepared split.
 
 Each setting is one `fairseq-compgen train --recipe csordas/DATASET ARCH DATA ...` process (the recipe's batch size
 and model; one thread, no checkpoints, no validation), run one at a time, the settings in the same order in every
-round. Time: fairseq's own `train_wall` of its `train_inner` log lines, from the second log interval on (the first
-holds the start-up), divided by those intervals' updates; per setting the median over rounds. Extra training flags
+round. Time: the mean of 1 / `ups` (fairseq's updates per second over each log interval) from the second interval
+on (the first holds the start-up); per setting the median over rounds. Extra training flags
 follow `--` (e.g. `-- --autocast-bf16`).
 """
 import argparse
@@ -20,14 +20,15 @@ import sys
 import tempfile
 
 
-def seconds_per_update(log: str, interval: int) -> float:
-    """fairseq's train_wall per update over the train_inner lines after the first (JSON log format)."""
-    walls = [float(json.loads(line.split("| train_inner | ", 1)[1])["train_wall"])
+def seconds_per_update(log: str) -> float:
+    """Seconds per update over the train_inner lines after the first (JSON log format): the mean of 1 / `ups`, the
+    rate fairseq measures over each interval (its `train_wall` is rounded to whole seconds, too coarse here)."""
+    rates = [float(json.loads(line.split("| train_inner | ", 1)[1])["ups"])
              for line in log.splitlines() if "| train_inner | " in line]
-    if len(walls) < 2:
+    if len(rates) < 2:
         raise SystemExit(f"batch_chunks: expected at least two train_inner lines (raise --updates); the log ends:\n"
                          f"{log[-2000:]}")
-    return sum(walls[1:]) / (interval * len(walls[1:]))
+    return statistics.mean(1 / r for r in rates[1:])
 
 
 def run(data, arch, dataset, flags, updates, interval, threads, extra) -> float:
@@ -39,7 +40,7 @@ def run(data, arch, dataset, flags, updates, interval, threads, extra) -> float:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise SystemExit(f"batch_chunks: {' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-        return seconds_per_update(p.stdout + p.stderr, interval)
+        return seconds_per_update(p.stdout + p.stderr)
 
 
 def main(argv=None):
