@@ -75,3 +75,18 @@ def test_each_chunk_holds_sentences_of_similar_length_padded_to_its_longest(scan
 def test_a_bad_count_is_one_line(scan_bin):
     with pytest.raises(UsageError, match=r"^--batch-chunks 0: expected a positive whole number"):
         build_task(scan_bin, "compgen_transformer", ["--batch-chunks", "0"])
+
+
+def test_the_benchmark_reads_fairseqs_rates_after_the_first_interval():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "batch_chunks.py"
+    spec = importlib.util.spec_from_file_location("batch_chunks_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    log = "\n".join(f'2026-11-29 04:00:0{i} | INFO | train_inner | {{"epoch": 1, "ups": "{u}", "train_wall": "12"}}'
+                    for i, u in enumerate(("0.5", "2", "4")))
+    assert bench.seconds_per_update(log) == pytest.approx((1 / 2 + 1 / 4) / 2)  # the first interval left out
+    with pytest.raises(SystemExit, match="at least two train_inner lines"):
+        bench.seconds_per_update(log.splitlines()[0])
