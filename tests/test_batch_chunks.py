@@ -27,6 +27,7 @@ def _step(task, model, criterion, sample, chunks):
 
 @pytest.mark.parametrize("arch, extra", [
     ("rel_uni_transformer", []),
+    ("rel_uni_transformer", ["--encoder-bos", "True"]),  # the campaign's protocol arms use both
     ("compgen_transformer", []),
     ("linear_l2_uni_transformer_scan", ["--criterion", "label_smoothed_cross_entropy_with_orthogonality",
                                    "--orthogonality-lambda", "0.5"]),
