@@ -56,3 +56,13 @@ def test_fairseq_train_runs_with_random_batches(scan_bin, tmp_path):
     done = [json.loads(line.split("| train | ")[1]) for line in log.splitlines() if "| train | " in line]
     assert done and done[-1]["train_num_updates"] == "12"
     assert "creating new batches for epoch 2" in log  # a new draw for the second epoch
+
+
+def test_random_batches_load_without_worker_processes(scan_bin):
+    """fairseq keeps every epoch's loader workers alive and random batches need a new loader each epoch: one more
+    process per epoch until memory ran out (batching.loader_workers); fairseq's own batches keep --num-workers."""
+    for flags, workers in ((["--random-batches"], 0), ([], 1)):
+        task, _, _ = build_task(scan_bin, "compgen_transformer", flags)
+        task.load_dataset("train")
+        itr = task.get_batch_iterator(task.dataset("train"), max_sentences=32, seed=1, num_workers=1)
+        assert itr.num_workers == workers

@@ -45,6 +45,15 @@ class RandomOrder(BaseWrapperDataset):
         return False  # fairseq then builds each epoch's batches anew, with that epoch's seed
 
 
+def loader_workers(dataset, num_workers: int) -> int:
+    """The --num-workers a task gives the batch iterator of `dataset`: none for random batches. fairseq keeps each
+    loader's worker processes alive (persistent_workers) and builds a new loader every epoch for a dataset that cannot
+    reuse its epoch iterator, as RandomOrder cannot: one more worker per epoch (about 0.9 GB resident each on SCAN)
+    until the machine runs out of memory (a campaign run was killed so, 2026-11-29). SCAN-sized batches collate in
+    the training process in a fraction of a step; the batches are the same."""
+    return 0 if isinstance(dataset, RandomOrder) else num_workers
+
+
 def training_order(dataset, split: str, cfg):
     """The dataset a task keeps for `split`: train in random order under --random-batches, else as it is."""
     return RandomOrder(dataset) if split == "train" and cfg.random_batches else dataset
