@@ -123,3 +123,78 @@ def test_the_machine_column_names_an_evaluation_made_elsewhere(tmp_path):
     machines = [row["machine"] for row in tables.run_rows(runs, cells)]
     assert machines == ["vm: Xeon, 16 cores, 1 threads, 1 x H100; evaluated on vm: Xeon, 2 cores, 1 threads, no GPU",
                         "vm: Xeon, 16 cores, 1 threads, 1 x H100"]
+
+
+def test_aggregate_against_sets_another_sweeps_cells_beside_these_and_says_what_differs(tmp_path, capsys):
+    """--against OTHER: the cells both sweeps have, every seed's value on each side, the permutation test over them,
+    and the fairseq-train options in which the two sides' runs differ (the seed and paths aside)."""
+    import json
+
+    base = "fairseq-train data/bin --arch a --lr 1e-3 --max-update 50 --save-dir {folder} --seed {seed}"
+
+    def command(extra):
+        return lambda seed, folder: base.format(folder=folder, seed=seed) + extra
+
+    there, here = tmp_path / "sorted", tmp_path / "random"
+    _fake_sweep(there, {("scan", "a"): {s: {"valid": 1.0, "gen": g} for s, g in zip((1, 2, 3, 4), (.1, .2, .3, .4))},
+                        ("scan", "b"): {1: {"gen": 0.5}}}, name="sorted", command=command(""))
+    _fake_sweep(here, {("scan", "a"): {1: {"valid": 1.0, "gen": 0.6}, 2: {"valid": 0.9, "gen": 0.8}, 3: None},
+                       ("scan", "c"): {1: {"gen": 0.9}}}, name="random", command=command(" --random-batches --lr 5e-4"))
+    for folder in list(there.rglob("seed*")) + list(here.rglob("seed*")):  # the budget as trained
+        if (folder / "done.json").is_file():
+            (folder / "done.json").write_text(json.dumps({"num_updates": 50}))
+    assert aggregate.main([str(here), "--no-plots", "--against", str(there), "--digits", "3"]) == 0
+    table = (here / "against_sorted.md").read_text()
+    assert table in capsys.readouterr().out
+    lines = table.splitlines()
+    assert lines[0] == ("| dataset: subset | configuration | there: sorted | here: random | difference (here - there) "
+                        "| p (two-sided permutation test over seeds) | options that differ (there → here) |")
+    differ = "`--lr` 1e-3 → 5e-4; `--random-batches` (absent) → on"
+    p_gen = slow_p([.1, .2, .3, .4], [.6, .8])
+    assert lines[2:] == [  # only a: b has no runs here, c none there
+        f"| scan: valid | a | 1.000 ± 0.000 (s1 1.000, s2 1.000, s3 1.000, s4 1.000) | 0.950 ± 0.071 (2/3) "
+        f"(s1 1.000, s2 0.900) | -0.050 | {slow_p([1.0] * 4, [1.0, 0.9]):.3f} | {differ} |",
+        f"| scan: gen | a | 0.250 ± 0.129 (s1 0.100, s2 0.200, s3 0.300, s4 0.400) | 0.700 ± 0.141 (2/3) "
+        f"(s1 0.600, s2 0.800) | +0.450 | {p_gen:.3f} | {differ} |"]
+    # the same options on both sides: "none"; a run without command.txt: said, not guessed
+    for folder in here.rglob("seed*"):
+        if (folder / "command.txt").is_file():
+            (folder / "command.txt").write_text(command("")(int(folder.name[4:]), folder))
+    assert aggregate.main([str(here), "--no-plots", "--against", str(there)]) == 0
+    assert (here / "against_sorted.md").read_text().splitlines()[2].endswith("| none |")
+    (here / "scan/a/seed1/command.txt").unlink()
+    (here / "scan/a/seed2/command.txt").unlink()
+    assert aggregate.main([str(here), "--no-plots", "--against", str(there)]) == 0
+    assert (here / "against_sorted.md").read_text().splitlines()[2].endswith("| not recorded (no command.txt) |")
+    # recorded by an export, which writes the same table again from the export alone
+    aggregate.main([str(here), "--no-plots", "--against", str(there), "--export", str(tmp_path / "exported")])
+    record = json.loads((tmp_path / "exported" / "aggregate.json").read_text())
+    assert record["options"][-2:] == ["--against", str(there)]
+    assert (tmp_path / "exported" / "against_sorted.md").read_text() == (here / "against_sorted.md").read_text()
+
+
+def test_aggregate_against_refuses_other_data_the_same_sweep_and_nothing_in_common(tmp_path):
+    import json
+
+    there, here = tmp_path / "there", tmp_path / "here"
+    _fake_sweep(there, {("scan", "a"): {1: {"gen": 0.1}}}, name="there")
+    _fake_sweep(here, {("scan", "a"): {1: {"gen": 0.2}}, ("cogs", "z"): {1: {"gen": 0.3}}}, name="here")
+    files = {"dict.src.txt": "1" * 64}
+    (there / "scan/a/seed1/data.json").write_text(json.dumps({"files": files}))
+    (here / "scan/a/seed1/data.json").write_text(json.dumps({"files": {"dict.src.txt": "2" * 64}}))
+    with pytest.raises(UsageError, match=rf"--against {there}: dataset 'scan' was trained on other data there "
+                                         r"\(sha256 [0-9a-f]{12}\) than here \([0-9a-f]{12}\): its cells cannot be "
+                                         r"compared"):
+        aggregate.main([str(here), "--no-plots", "--against", str(there), "--tables", str(tmp_path / "t")])
+    assert not (tmp_path / "t").exists()  # refused before any table is written
+    (here / "scan/a/seed1/data.json").write_text(json.dumps({"files": files}))
+    assert aggregate.main([str(here), "--no-plots", "--against", str(there)]) == 0
+    with pytest.raises(UsageError, match=r"the same sweep as .* \(here\): pool its folders instead"):
+        aggregate.main([str(here), "--no-plots", "--against", str(here)])
+    with pytest.raises(UsageError, match="a second folder of sweep there: give one"):
+        aggregate.main([str(here), "--no-plots", "--against", str(there), "--against", str(there)])
+    elsewhere = tmp_path / "elsewhere"
+    _fake_sweep(elsewhere, {("scan", "q"): {1: {"gen": 0.1}}}, name="elsewhere")
+    with pytest.raises(UsageError, match=r"no cell \(dataset, subset, configuration\) has finished runs both there "
+                                         r"\(elsewhere\) and here \(here\)"):
+        aggregate.main([str(here), "--no-plots", "--against", str(elsewhere)])

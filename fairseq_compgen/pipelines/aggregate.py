@@ -2,7 +2,8 @@
 
     fairseq-compgen aggregate OUT [OUT ...] [--metric accuracy] [--best] [--scale 100] [--digits 2]
         [--transpose] [--tables DIR] [--markdown FILE] [--csv FILE] [--plots DIR | --no-plots] [--t5-biases]
-        [--categories SUBSET] [--by-length SUBSET] [--early-stopping SUBSET] [--export results/NAME]
+        [--categories SUBSET] [--by-length SUBSET] [--early-stopping SUBSET] [--compare A B] [--against OTHER]
+        [--export results/NAME]
 
 OUT is a sweep's output folder (with the sweep.json the runner writes). Several OUTs of the same sweep (seeds run
 on other machines or days, into other folders) are pooled: each planned run counts once, from the folder where it
@@ -32,6 +33,11 @@ for each: exact match per reference length, mean ± std over seeds, in --scale a
 (:mod:`.by_length`).
 ``--compare A B`` (repeatable) also writes OUT/compare_A_B.md: B's mean minus A's per dataset and subset, with the p-value of a
 two-sided permutation test over seeds (pipelines/compare.py).
+``--against OTHER`` (repeatable) also writes OUT/against_NAME.md, NAME being OTHER's sweep: another sweep's output
+folder or export, e.g. the same configurations trained another way. Per cell (dataset, subset, configuration) that
+both sweeps have finished seeds of: both means with every seed's value, the difference, the p-value of the same
+permutation test, and the fairseq-train options in which the two sides' runs differ, so the table says what the
+comparison varies. A dataset trained on other data there is an error.
 ``--early-stopping SUBSET`` also writes OUT/early_stopping_SUBSET.md: per run, the in-loop validation value of every
 subset at the update where SUBSET's was best (ties: the later update, as fairseq's checkpoint_best.pt), e.g. the
 test accuracy at the best validation accuracy that Russin et al. report (the tables above use the last checkpoint).
@@ -69,8 +75,8 @@ from fairseq_compgen.pipelines.export import check_destination, export, from_rep
 from fairseq_compgen.pipelines.pooling import by_length_groups, collect
 from fairseq_compgen.pipelines.sweep import read_plan
 from fairseq_compgen.pipelines.sweep_schema import load_spec
-from fairseq_compgen.pipelines.tables import (category_table, comparison_table, label, markdown_table, run_rows,
-                                              runs_table, write_csv, write_runs_csv)
+from fairseq_compgen.pipelines.tables import (against_table, category_table, comparison_table, label, markdown_table,
+                                              run_rows, runs_table, write_csv, write_runs_csv)
 
 
 def labels_from(sweep_file: str, planned: dict) -> dict:
@@ -118,6 +124,8 @@ def table_options(a: argparse.Namespace) -> List[str]:
         options += ["--by-length", subset]
     for first, second in a.compare:
         options += ["--compare", first, second]
+    for other in a.against:
+        options += ["--against", from_repository(other)]
     return options
 
 
@@ -160,6 +168,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--compare", nargs=2, metavar=("CONFIG_A", "CONFIG_B"), action="append", default=[],
                    help="(repeatable) also write OUT/compare_A_B.md: per dataset and subset, mean(B) - mean(A) over seeds and the "
                         "p-value of a two-sided permutation test over seeds (pipelines/compare.py)")
+    p.add_argument("--against", metavar="OTHER", action="append", default=[],
+                   help="(repeatable) also write OUT/against_NAME.md (NAME: OTHER's sweep): each cell that OTHER, "
+                        "another sweep's output folder or export, also has, side by side with every seed's value, "
+                        "the difference, a permutation test's p and the fairseq-train options that differ")
     p.add_argument("--export", metavar="DIR",
                    help="copy what the numbers are made of to DIR (e.g. results/NAME): per finished run its eval "
                         "JSONs and kept outputs, records (done.json, settings.json, command.txt, commit.txt, ...) and train.log's "
@@ -200,6 +212,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for first, second in a.compare:
         views.append((f"compare_{first}_{second}.md",
                       comparison_table(spec, cells, first, second, scale=a.scale, digits=a.digits)))
+    for other in a.against:
+        there = collect([Path(other)], a.metric)
+        name = f"against_{there[0].get('name')}.md"
+        if there[0].get("name") == spec.get("name"):
+            raise UsageError(f"--against {other}: the same sweep as {outs[0]} ({spec.get('name')}): pool its "
+                             f"folders instead (fairseq-compgen aggregate {outs[0]} {other})")
+        if name in dict(views):
+            raise UsageError(f"--against {other}: a second folder of sweep {there[0].get('name')}: give one")
+        views.append((name, against_table((spec, runs, cells), there, f"--against {other}", a.scale, a.digits)))
     out.mkdir(parents=True, exist_ok=True)  # only once there is something to write into it
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     tables = [Path(a.markdown or out / "table.md"), Path(a.csv or out / "table.csv"), out / "runs.md",

@@ -145,6 +145,35 @@ def data_sha256(run: dict) -> Optional[str]:
     return recorded_data_key(Path(run["dir"]))
 
 
+def trained_options(run: dict) -> Optional[Dict[str, object]]:
+    """What a finished run was trained with, for comparing runs: its fairseq-train options (train_options) with the
+    budget as trained ("updates trained", done.json's num_updates) in place of --max-update/--max-epoch, as a run
+    resumed to a larger --max-update keeps its first command in command.txt; None without command.txt (a run made
+    by hand)."""
+    command = Path(run["dir"]) / "command.txt"
+    if not command.is_file():
+        return None
+    options = {k: v for k, v in train_options(command).items() if k not in ("--max-update", "--max-epoch")}
+    try:
+        done = json.loads((Path(run["dir"]) / DONE).read_text() or "{}")
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{Path(run['dir']) / DONE}: not valid JSON ({e.msg}, line {e.lineno}): a half-written "
+                         f"record; rerun the sweep to finish the run") from None
+    if "num_updates" in done:
+        options["updates trained"] = done["num_updates"]
+    return options
+
+
+ABSENT = "(absent)"
+
+
+def differing_options(first: Dict[str, object], second: Dict[str, object]) -> List[Tuple[str, object, object]]:
+    """(option, its value in first, in second) for every option of either whose value differs (ABSENT where one
+    lacks it), sorted by option."""
+    return [(k, first.get(k, ABSENT), second.get(k, ABSENT))
+            for k in sorted(set(first) | set(second)) if first.get(k, ABSENT) != second.get(k, ABSENT)]
+
+
 def check_alike(runs: List[dict], pooled: bool = True) -> None:
     """Finished runs of one (dataset, configuration) must have been trained with the same fairseq-train options
     (train_options), and every run of a dataset on the same data (data.json, where recorded); UsageError naming the
@@ -168,24 +197,15 @@ def check_alike(runs: List[dict], pooled: bool = True) -> None:
         if not command.is_file():
             raise UsageError(f"{command}: missing, so this run cannot be checked against the other folders' runs "
                              f"(pool only runs made by fairseq-compgen sweep)")
-        # the budget is compared as trained (done.json's num_updates), not as first asked: a run resumed to a
-        # larger --max-update keeps its first command in command.txt
-        options = {k: v for k, v in train_options(command).items() if k not in ("--max-update", "--max-epoch")}
-        try:
-            done = json.loads((Path(r["dir"]) / DONE).read_text() or "{}")
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{Path(r['dir']) / DONE}: not valid JSON ({e.msg}, line {e.lineno}): a half-written "
-                             f"record; rerun the sweep to finish the run") from None
-        if "num_updates" in done:
-            options["updates trained"] = done["num_updates"]
+        options = trained_options(r)
         key = r["dataset"], r["config"]
         if key not in first:
             first[key] = command, options
             continue
         other_path, other = first[key]
-        diff = sorted(k for k in set(options) | set(other) if options.get(k) != other.get(k))
+        diff = differing_options(other, options)
         if diff:
-            shown = "; ".join(f"{k}: {other.get(k, '(absent)')} vs {options.get(k, '(absent)')}" for k in diff[:5])
+            shown = "; ".join(f"{k}: {a} vs {b}" for k, a, b in diff[:5])
             raise UsageError(f"{other_path} and {command} were trained with different options ({shown}): "
                              f"their seeds cannot be pooled into one cell")
 

@@ -1,7 +1,7 @@
 """The tables of `fairseq-compgen aggregate` (pipelines/aggregate.py), from pooling.collect's cells and runs: the
 papers' table (mean ± sample std over seeds, with the paper's value and the verdict), its CSV, the per-run table
-(every seed's values beside its cost, commit, data and machine), the per-category view and the comparison of two
-configurations (pipelines/compare.py). Labels and paper values come from the sweep's spec.
+(every seed's values beside its cost, commit, data and machine), the per-category view, the comparison of two
+configurations (pipelines/compare.py) and of the same cells in another sweep (--against). Labels and paper values come from the sweep's spec.
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from fairseq_compgen.data.io import staged_path
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import train_log
 from fairseq_compgen.pipelines.compare import permutation_p
-from fairseq_compgen.pipelines.pooling import (EVAL_EXPECTED, Cell, data_sha256, exact_match_results, read_done,
-                                               run_log, subset_order)
+from fairseq_compgen.pipelines.pooling import (EVAL_EXPECTED, Cell, data_sha256, differing_options,
+                                               exact_match_results, finished, read_done, run_log, subset_order,
+                                               trained_options)
 
 
 def label(spec: dict, kind: str, name: str) -> str:
@@ -160,6 +161,72 @@ def comparison_table(spec: dict, cells: Dict[Tuple[str, str, str], Cell], first:
                      f"{p:.3f}{'' if exact else ' (Monte Carlo)'} |")
     if len(lines) == 2:
         raise UsageError(f"--compare {first} {second}: no dataset where both have finished runs")
+    return "\n".join(lines) + "\n"
+
+
+def _with_seeds(cell: Cell, scale: float, digits: int) -> str:
+    """"mean ± std (s1 v1, s2 v2, ...)": a cell with every seed's value, so that seeds can be read in pairs."""
+    values = ", ".join(f"s{seed} {scale * v:.{digits}f}" for seed, v in sorted(cell.values.items()))
+    return f"{format_cell(cell, scale, digits)} ({values})"
+
+
+def _first_options(runs: List[dict], dataset: str, config: str) -> Optional[Dict[str, object]]:
+    """The trained options (pooling.trained_options) of the first finished run of (dataset, config) that recorded
+    them; the runs of a cell were trained alike (pooling.check_alike)."""
+    for r in runs:
+        if r["dataset"] == dataset and r["config"] == config and finished(r):
+            options = trained_options(r)
+            if options is not None:
+                return options
+    return None
+
+
+def _option_change(option: str, there: object, here: object) -> str:
+    def shown(value: object) -> str:
+        return "on" if value is True else str(value).replace("|", "\\|")
+    return f"`{option}` {shown(there)} → {shown(here)}"
+
+
+def against_table(here: Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]],
+                  there: Tuple[dict, List[dict], Dict[Tuple[str, str, str], Cell]], flag: str,
+                  scale: float = 1.0, digits: int = 2) -> str:
+    """`--against OTHER` as markdown: each cell (dataset, subset, configuration) with finished seeds both in OTHER's
+    sweep (`there`, its (spec, runs, cells) from pooling.collect) and in this one (`here`): mean ± std with every
+    seed's value on each side, the difference here - there, the p of a two-sided permutation test over seeds
+    (pipelines/compare.py), and the fairseq-train options in which the two sides' runs differ (command.txt and the
+    updates trained, pooling.trained_options; the seed, paths and logging aside): what the comparison varies.
+    UsageError (naming `flag`) when a dataset's runs trained on different data on the two sides, or when no cell
+    has finished seeds on both."""
+    (spec, runs, cells), (other_spec, other_runs, other_cells) = here, there
+    data: Dict[str, Dict[str, str]] = defaultdict(dict)  # dataset -> side -> the data's hash, where recorded
+    for side, side_runs in (("here", runs), ("there", other_runs)):
+        for r in side_runs:
+            sha = data_sha256(r) if finished(r) else None
+            if sha is not None:
+                data[r["dataset"]].setdefault(side, sha)
+    for dataset, sides in data.items():
+        if len(set(sides.values())) > 1:
+            raise UsageError(f"{flag}: dataset {dataset!r} was trained on other data there (sha256 "
+                             f"{sides['there'][:12]}) than here ({sides['here'][:12]}): its cells cannot be compared")
+    names = other_spec.get("name"), spec.get("name")
+    lines = [f"| dataset: subset | configuration | there: {names[0]} | here: {names[1]} | difference (here - there) "
+             f"| p (two-sided permutation test over seeds) | options that differ (there → here) |",
+             "|---|---|---|---|---|---|---|"]
+    for (dataset, subset, config), cell in cells.items():
+        other = other_cells.get((dataset, subset, config))
+        if other is None or not cell.values or not other.values:
+            continue
+        p, exact = permutation_p(list(other.values.values()), list(cell.values.values()))
+        options = [_first_options(side_runs, dataset, config) for side_runs in (other_runs, runs)]
+        changes = ("not recorded (no command.txt)" if None in options else
+                   "; ".join(_option_change(*d) for d in differing_options(*options)) or "none")
+        lines.append(f"| {dataset}: {subset} | {config} | "
+                     f"{_with_seeds(other, scale, digits)} | {_with_seeds(cell, scale, digits)} | "
+                     f"{scale * (cell.mean - other.mean):+.{digits}f} | {p:.3f}{'' if exact else ' (Monte Carlo)'} | "
+                     f"{changes} |")
+    if len(lines) == 2:
+        raise UsageError(f"{flag}: no cell (dataset, subset, configuration) has finished runs both there "
+                         f"({names[0]}) and here ({names[1]})")
     return "\n".join(lines) + "\n"
 
 
