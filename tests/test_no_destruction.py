@@ -197,3 +197,35 @@ def test_a_manifest_of_an_earlier_version_names_no_writer(tmp_path):
         with staged_files(d, "prep test") as stage:
             (stage / "a.txt").write_text("newer a\n")
     assert (d / "a.txt").read_text() == "new a\n"
+
+
+def test_a_file_no_prep_wrote_is_never_replaced(tmp_path):
+    """A user's file (or a link) of the name an output takes, in a folder without a manifest or beside one that does
+    not list it, is refused before anything is moved; once moved away, the prep writes."""
+    d = tmp_path / "x"
+    d.mkdir()
+    (d / "train.src").write_text("the user's own data\n")
+    (d / "notes.txt").write_text("kept\n")
+    with pytest.raises(UsageError, match=r"x/train\.src is not a file that a prep wrote \(.*x/\.prep-files\.json does "
+                                         r"not list it\); `prep test` would replace it: move it away"):
+        with staged_files(d, "prep test") as stage:
+            (stage / "train.src").write_text("new\n")
+            (stage / "train.tgt").write_text("new\n")
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt", "train.src"]
+    assert (d / "train.src").read_text() == "the user's own data\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"], "no staging or old folder left"
+    (d / "train.src").rename(d / "mine.src")
+    with staged_files(d, "prep test") as stage:
+        (stage / "train.src").write_text("new\n")
+    with staged_files(d, "prep test") as stage:  # its own file now: rewritten
+        (stage / "train.src").write_text("newer\n")
+    assert (d / "train.src").read_text() == "newer\n" and (d / "mine.src").read_text() == "the user's own data\n"
+    (d / "bin").mkdir()
+    (d / "bin" / "dict.txt").symlink_to(d / "mine.src")  # a link is the user's too, even to a file of theirs
+    (d / "a.txt").write_text("another\n")
+    with pytest.raises(UsageError, match=r"x/a\.txt \(and 1 more\) is not a file that a prep wrote"):
+        with staged_files(d, "prep test") as stage:
+            (stage / "a.txt").write_text("new\n")
+            (stage / "bin").mkdir()
+            (stage / "bin" / "dict.txt").write_text("new\n")
+    assert (d / "bin" / "dict.txt").is_symlink() and (d / "a.txt").read_text() == "another\n"

@@ -225,8 +225,9 @@ def staged_files(path: PathLike, writer: str) -> Iterator[Path]:
     files) that this run did not write are removed (its stale outputs). Every other file of ``path`` stays. A file
     another writer wrote is never replaced: writing one is refused (UsageError) before anything is moved, as two
     preps in one folder would mix their data (``prep cogs`` and ``prep cogs_tagging`` both write ``train.src``).
-    The files of a manifest of an earlier version, which names no writer, are replaced when rewritten and
-    otherwise kept. The replaced files are first moved to ``.<name>.old-<pid>``; an error
+    A file that no writer wrote (not in the manifest: the user's, or a folder prepared before manifests) is
+    never replaced: writing one is refused too. The files of a manifest of an earlier version, which names no
+    writer, are replaced when rewritten and otherwise kept. The replaced files are first moved to ``.<name>.old-<pid>``; an error
     while renaming puts them back. A plain file at ``path``, or a file where a folder of the output must go (or
     the reverse), is refused (UsageError) before anything is moved.
     """
@@ -241,6 +242,7 @@ def staged_files(path: PathLike, writer: str) -> Iterator[Path]:
         yield stage
         new = [rel for rel in _files(stage) if rel != MANIFEST]
         by = written_files(path)
+        listed = {rel for names in by.values() for rel in names}  # every file a prep wrote here
         stale = [rel for rel in by.pop(writer, []) if rel not in set(new)
                  and os.path.lexists(path / rel) and not (path / rel).is_dir()]
         by.pop(None, None)  # an earlier version's list: its files are the user's from now on
@@ -250,6 +252,12 @@ def staged_files(path: PathLike, writer: str) -> Iterator[Path]:
                 raise UsageError(f"{path / clash[0]} was written by `{other}`; `{writer}` would replace it and mix "
                                  f"their data: write into another folder (or delete {path / clash[0]} first)")
             by[other] = [rel for rel in names if rel not in set(new)]  # a file deleted since is no longer theirs
+        unlisted = sorted(rel for rel in new if rel not in listed and os.path.lexists(path / rel)
+                          and (os.path.islink(path / rel) or not os.path.isdir(path / rel)))  # a folder: below
+        if unlisted:  # the user's (or a prep's from before the manifest existed): never replaced unasked
+            more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+            raise UsageError(f"{path / unlisted[0]}{more} is not a file that a prep wrote ({path / MANIFEST} does not "
+                             f"list it); `{writer}` would replace it: move it away or write into another folder")
         for rel in new:
             for parent in list(Path(rel).parents)[:-1]:
                 if os.path.lexists(path / parent) and not (path / parent).is_dir():
