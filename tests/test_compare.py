@@ -5,7 +5,7 @@ import random
 import pytest
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.pipelines import aggregate, compare, pooling, tables
+from fairseq_compgen.pipelines import aggregate, compare, export, pooling, tables
 from test_pipelines import _fake_sweep
 
 
@@ -171,6 +171,10 @@ def test_aggregate_against_sets_another_sweeps_cells_beside_these_and_says_what_
     record = json.loads((tmp_path / "exported" / "aggregate.json").read_text())
     assert record["options"][-2:] == ["--against", str(there)]
     assert (tmp_path / "exported" / "against_sorted.md").read_text() == (here / "against_sorted.md").read_text()
+    assert "against_sorted.md" in [t.name for t in export.table_files(tmp_path / "exported")]
+    assert aggregate.main([str(tmp_path / "exported"), "--no-plots", *record["options"], "--tables",
+                           str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "against_sorted.md").read_text() == (here / "against_sorted.md").read_text()
 
 
 def test_aggregate_against_refuses_other_data_the_same_sweep_and_nothing_in_common(tmp_path):

@@ -33,7 +33,7 @@ def table_files(out: Path) -> List[Path]:
     """The tables that main writes in OUT: table.*, runs.* and the optional views, those that exist."""
     out = Path(out)
     return [p for p in [out / "table.md", out / "table.csv", out / "runs.md", out / "runs.csv",
-                        *(p for view in ("categories", "by_length", "early_stopping", "compare")
+                        *(p for view in ("categories", "by_length", "early_stopping", "compare", "against")
                           for p in sorted(out.glob(f"{view}_*.md")))] if p.is_file()]
 
 
