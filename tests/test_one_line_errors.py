@@ -515,6 +515,25 @@ def test_decoder_flags_given_to_the_encoder_only_tagger_are_refused(tmp_path):
             check_fairseq_options(tagger + [flag, value])
 
 
+def test_fairseq_train_refuses_a_flag_its_arch_ignores_where_the_command_line_gives_it(scan_bin, tmp_path,
+                                                                                      monkeypatch):
+    """Plain fairseq-train (not only fairseq-compgen train) refuses --attention-dropout with linear attention when
+    its command line (sys.argv) gives it; the preset's own default of the same flag is no reason to refuse."""
+    from model_helpers import build_task
+
+    from fairseq_compgen.errors import UsageError
+
+    linear = ["--save-dir", str(tmp_path / "s"), "--self-attn-type", "linear"]
+    monkeypatch.setattr(sys, "argv", ["fairseq-train", str(scan_bin), "--arch", "compgen_transformer", *linear])
+    build_task(scan_bin, "compgen_transformer", linear)  # not given: trains
+    given = linear + ["--attention-dropout", "0.2"]
+    monkeypatch.setattr(sys, "argv", ["fairseq-train", str(scan_bin), "--arch", "compgen_transformer", *given])
+    with pytest.raises(UsageError) as e:
+        build_task(scan_bin, "compgen_transformer", given)
+    assert str(e.value) == ("--attention-dropout changes nothing with --arch compgen_transformer: linear attention "
+                            "(self and cross) forms no attention weights to drop")
+
+
 def test_generate_print_alignment_is_one_line(run, scan_bin, tmp_path):
     """fairseq-generate --print-alignment failed on our models' attn=[None] with a traceback (an audit, 2026-11-28)."""
     p = subprocess.run([sys.executable, "-m", "fairseq_cli.generate", str(scan_bin), "--user-dir",

@@ -289,12 +289,12 @@ def check_fairseq_options(args: Sequence[str]) -> None:
         quiet.setLevel(level)
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    from fairseq_compgen.tasks.checkpoint_guard import check_ignored_flags
+
     model_cls = ARCH_MODEL_REGISTRY.get(getattr(parsed, "arch", None))
     if hasattr(model_cls, "check_training_flags"):  # sizes, dropouts, flags that would change nothing (models/*.py)
         model_cls.check_training_flags(parsed)
-    ignored = model_cls.ignored_flags(parsed) if hasattr(model_cls, "ignored_flags") else {}
-    for flag in [w.split("=")[0] for w in args if w.split("=")[0] in ignored]:  # given here: the defaults set them too
-        raise UsageError(f"{flag} changes nothing with --arch {parsed.arch}: {ignored[flag]}")
+    check_ignored_flags(model_cls, parsed, args)
 
 
 def finished(save: Path, args: Sequence[str]) -> Optional[int]:

@@ -22,6 +22,7 @@ import argparse
 import copy
 import hashlib
 import os
+import sys
 from typing import Optional
 
 from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, load, newest_readable
@@ -132,7 +133,19 @@ def guard(cfg, fp: str, data: str, from_checkpoint: bool, task=None) -> None:
         model_cls = ARCH_MODEL_REGISTRY[cfg.arch]
         if hasattr(model_cls, "check_training_flags"):  # flags that would change nothing (models/*.py)
             model_cls.check_training_flags(cfg)
+        check_ignored_flags(model_cls, cfg, sys.argv[1:])  # fairseq-train's own command line
         check_resume(cfg, model_cls, task)
+
+
+def check_ignored_flags(model_cls, cfg, words) -> None:
+    """Refuse a flag of the command line `words` that the model's settings never read (its ignored_flags, e.g.
+    --attention-dropout with linear attention): given there, it was meant to change something. The parsed config
+    alone cannot tell, since the presets set every flag's default. `fairseq-compgen train` checks its own options
+    before it writes anything (pipelines/train.py); `guard` checks fairseq-train's (sys.argv) when it builds a model
+    to train."""
+    ignored = model_cls.ignored_flags(cfg) if hasattr(model_cls, "ignored_flags") else {}
+    for flag in [w.split("=")[0] for w in words if w.split("=")[0] in ignored]:
+        raise UsageError(f"{flag} changes nothing with --arch {cfg.arch}: {ignored[flag]}")
 
 
 def check_dictionaries(cfg, fp: str, data: str, from_checkpoint: bool) -> None:
