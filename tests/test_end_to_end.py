@@ -153,8 +153,21 @@ def test_eval_with_beam_search_says_so_and_records_its_flags(trained, scan, tmp_
     assert r["generate_flags"] == "--beam 2 --lenpen 1.5" and r["n"] == 1828
     assert "note: --beam 2 with an exact-match metric" in out
     assert "'beam': 2" in (tmp_path / "valid.generate.txt").read_text()  # fairseq-generate's config as it ran
-    assert [requested_beam(f.split()) for f in ("", "--beam 4", "--beam=3 --cpu", "--nbest 2", "--beam x")] == \
-        [1, 4, 3, 1, 1]
+    assert [requested_beam(f.split()) for f in ("", "--beam 4", "--beam=3 --cpu", "--nbest 2", "--beam x",
+                                                "--beam 4 --beam-stop bound")] == \
+        [(1, "fairseq"), (4, "fairseq"), (3, "fairseq"), (1, "fairseq"), (1, "fairseq"), (4, "bound")]
+    # --beam-stop bound (tasks/beam_stop.py) reaches fairseq-generate through the task's flags: no note, and on the
+    # same beams no sentence's output scores below the one fairseq's search returned
+    out = run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path / "bound",
+               "--generate-flags", "--beam 2 --lenpen 1.5 --beam-stop bound"])
+    assert "note: --beam" not in out and json.loads((tmp_path / "bound" / "valid.json").read_text())["n"] == 1828
+
+    def scores(path):  # H-<id> <score> <tokens>: the score of each sentence's best hypothesis
+        return {m[1]: float(m[2]) for m in re.finditer(r"^H-(\d+)\t(\S+)", path.read_text(), flags=re.M)}
+
+    fairseq, bound = scores(tmp_path / "valid.generate.txt"), scores(tmp_path / "bound" / "valid.generate.txt")
+    assert bound.keys() == fairseq.keys() and len(bound) == 1828
+    assert all(bound[i] >= fairseq[i] - 1e-3 for i in bound)
 
 
 def test_validation_decoder_equals_fairseq_greedy_search(trained, scan):

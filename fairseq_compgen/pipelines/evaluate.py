@@ -28,8 +28,9 @@ Decoding:
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
 --generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu). A --beam
-over 1 with exact_match or comp prints a note to stderr: fairseq's beam search ends a sentence once that many
-hypotheses have ended, whatever their scores, which costs a confident model most of its exact matches (BEAM_NOTE).
+over 1 with exact_match or comp prints a note to stderr, unless the flags hold `--beam-stop bound`: fairseq's beam
+search ends a sentence once that many hypotheses have ended, whatever their scores, which costs a confident model most
+of its exact matches (BEAM_NOTE; tasks/beam_stop.py, the search that ends a sentence only when it is decided).
 --user-dir PLUGIN imports the plugin folder a model was trained with (fairseq-train's --user-dir, e.g. one that
 registers its own position encoding) before the checkpoint is loaded; a sweep passes its runs' own --user-dir.
 Scoring: any scorer of fairseq_compgen/scoring/ (`fairseq-compgen score --help` lists them): exact_match (per
@@ -181,20 +182,23 @@ def check_checkpoint(ckpt: Path) -> None:
 # exact match"): Rel. Uni. trained 50,000 updates on SCAN length, gen exact match 0.976 greedy, 0.037 with --beam 4.
 BEAM_NOTE = ("note: --beam {beam} with an exact-match metric: fairseq's beam search ends a sentence once {beam} "
              "hypotheses have ended, whatever their scores, so a confident model's early-ending alternatives can "
-             "crowd out its own output (SCAN length, Rel. Uni., gen: 0.976 greedy, 0.037 with --beam 4); the "
-             "papers decode greedily (docs/experiments.md, 'Beam search and exact match')")
+             "crowd out its own output (SCAN length, Rel. Uni., gen: 0.976 greedy, 0.037 with --beam 4); "
+             "--generate-flags \"--beam {beam} --beam-stop bound\" ends a sentence only when no hypothesis left can "
+             "beat the best ended one; the papers decode greedily (docs/experiments.md, 'Beam search and exact match')")
 SEQUENCE_METRICS = ("exact_match", "comp")  # scored on the whole output: the metrics BEAM_NOTE is about
 
 
-def requested_beam(extra: Sequence[str]) -> int:
-    """The --beam the extra fairseq-generate flags ask for (1, eval's own, when they set none or fairseq would
-    reject the value: fairseq's parser reports that)."""
+def requested_beam(extra: Sequence[str]) -> Tuple[int, str]:
+    """The --beam and --beam-stop the extra fairseq-generate flags ask for (1 and fairseq, eval's own, when they set
+    none or fairseq would reject the value: fairseq's parser reports that)."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--beam", default="1")
+    p.add_argument("--beam-stop", default="fairseq")
     try:
-        return int(p.parse_known_args(list(extra))[0].beam)
+        known = p.parse_known_args(list(extra))[0]
+        return int(known.beam), known.beam_stop
     except (ValueError, SystemExit):
-        return 1
+        return 1, "fairseq"
 
 
 def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool, batch_size: int,
@@ -278,8 +282,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     from fairseq_compgen.pipelines.train import machine
     # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
     where = json.loads(machine(cpu or "--cpu" in extra))
-    beam = 1 if tagging else requested_beam(extra)
-    if beam > 1 and metric in SEQUENCE_METRICS:
+    beam, stop = (1, "fairseq") if tagging else requested_beam(extra)
+    if beam > 1 and stop == "fairseq" and metric in SEQUENCE_METRICS:
         print(BEAM_NOTE.format(beam=beam), file=sys.stderr)
     results = {}
     try:

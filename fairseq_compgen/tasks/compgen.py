@@ -29,7 +29,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_compgen.errors import UsageError
-from fairseq_compgen.tasks import batch_chunks
+from fairseq_compgen.tasks import batch_chunks, beam_stop
 from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.batch_chunks import BatchChunksConfig
 from fairseq_compgen.tasks.batching import RandomBatchesConfig, loader_workers, training_order
@@ -41,7 +41,8 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig, BatchChunksConfig):
+class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig, BatchChunksConfig,
+                    beam_stop.BeamStopConfig):
     # Both metrics are on by default; the flags switch them off (fairseq turns a True-default bool into a
     # store_false flag, which would make `--eval-accuracy` mean "off": negative names avoid that trap).
     no_eval_accuracy: bool = field(
@@ -199,6 +200,11 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         if getattr(args, "print_alignment", None):  # an attn=[None] traceback in fairseq's generator before
             raise UsageError(f"--print-alignment {args.print_alignment}: this task's models return no attention "
                              f"weights to align with; leave it out")
+        if self.cfg.beam_stop == "bound":  # --beam-stop bound: tasks/beam_stop.py
+            beam_stop.check(args)
+            kwargs["seq_gen_cls"] = beam_stop.BoundedBeamSearch
+            kwargs["extra_gen_cls_kwargs"] = {**(kwargs.get("extra_gen_cls_kwargs") or {}),
+                                              "nbest": getattr(args, "nbest", 1)}
         return super().build_generator(models, args, *rest, **kwargs)
 
     def build_model(self, cfg, from_checkpoint=False):
