@@ -8,8 +8,8 @@ ends: on SCAN length, Rel. Uni. after 50,000 updates decoded gen with exact matc
 `--beam 4` (results/beam_search_scan26/). fairseq has no flag to change this (`--no-early-stop` is deprecated and
 does nothing).
 
-This is the textbook beam search (e.g. Koehn, "Statistical Machine Translation", 2010, §6.2; for the stopping
-rule, Huang, Zhao & Ma, "When to Finish? Optimal Beam Search for Neural Text Generation", EMNLP 2017, §2): at every
+This is the textbook beam search (e.g. Koehn, "Statistical Machine Translation", 2010, ch. 6; for the stopping
+rule, Huang, Zhao & Ma, "When to Finish? Optimal Beam Search for Neural Text Generation", EMNLP 2017): at every
 step each live hypothesis of a sentence is extended by every token; the ones extended by EOS join that sentence's
 ended hypotheses, the best `--beam` of the others stay live. A sentence is done when its `--nbest`-th best ended
 hypothesis scores at least the best score any live one could still reach:
