@@ -101,6 +101,48 @@ def test_a_beam_holding_every_prefix_finds_the_best_output(arch):
             assert [float(h["score"]) for h in hyps[b]] == sorted((float(h["score"]) for h in hyps[b]), reverse=True)
 
 
+def test_a_padded_batch_decodes_each_sentence_as_alone():
+    """Sources of different lengths, left-padded as fairseq batches them: each sentence's hypotheses are those it
+    gets decoded alone."""
+    from fairseq.data import data_utils
+
+    for arch in ARCHS:
+        model = _model(arch)
+        d = model.encoder.dictionary
+        g = torch.Generator().manual_seed(5)
+        sources = [torch.cat([torch.randint(4, 9, (n - 1,), generator=g), torch.tensor([d.eos()])]) for n in (6, 3, 5, 2)]
+        batch = {"net_input": {"src_tokens": data_utils.collate_tokens(sources, d.pad(), d.eos(), left_pad=True),
+                               "src_lengths": torch.tensor([len(s) for s in sources])}}
+        together = _search(BoundedBeamSearch, model, 3, min_len=0, nbest=2).generate([model], batch)
+        for s, hyps in zip(sources, together):
+            alone = {"net_input": {"src_tokens": s[None], "src_lengths": torch.tensor([len(s)])}}
+            (expected,) = _search(BoundedBeamSearch, model, 3, min_len=0, nbest=2).generate([model], alone)
+            assert [h["tokens"].tolist() for h in hyps] == [h["tokens"].tolist() for h in expected], arch
+            assert [float(h["score"]) for h in hyps] == pytest.approx([float(h["score"]) for h in expected], abs=1e-3)
+
+
+def test_attention_weights_come_as_fairseqs_do():
+    """Our models return no attention weights (fairseq-generate's --print-alignment is refused for them); a model
+    that does (fairseq's own transformer) gets each hypothesis's [src_len, len] weights, equal to those fairseq's
+    search returns for the same hypothesis, each its own tensor (not a view of the search's buffer)."""
+    torch.manual_seed(0)
+    model = build("transformer", src_words=5, tgt_words=3, encoder_layers=1, decoder_layers=1, **TINY).eval()
+    sample = _sample(model)
+    ours = _search(BoundedBeamSearch, model, 4, min_len=2).generate([model], sample)
+    theirs = _search(SequenceGenerator, model, 4, min_len=2).generate([model], sample)
+    compared = 0
+    for o, t in zip(ours, theirs):
+        fairseq = {tuple(h["tokens"].tolist()): h for h in t}
+        for h in o:
+            assert h["attention"].shape == (sample["net_input"]["src_tokens"].size(1), len(h["tokens"]))
+            assert h["attention"].untyped_storage().nbytes() == h["attention"].numel() * h["attention"].element_size()
+            same = fairseq.get(tuple(h["tokens"].tolist()))
+            if same is not None:
+                assert torch.allclose(h["attention"], same["attention"], atol=1e-6)
+                compared += 1
+    assert compared >= 4
+
+
 @pytest.mark.parametrize("options", SETTINGS)
 def test_every_setting_finds_the_best_output_and_never_scores_below_fairseq(options):
     """Each length setting against the enumeration (exhaustive beam), and narrow beams against fairseq's
@@ -161,6 +203,8 @@ def test_the_task_builds_our_search_and_refuses_what_it_does_not_implement():
     assert type(_task().build_generator([model], _generation())) is BoundedBeamSearch
     assert type(_task("fairseq").build_generator([model], _generation())) is SequenceGenerator
     for flag, value in [("sampling", True), ("diverse_beam_groups", 2), ("match_source_len", True),
-                        ("prefix_size", 1), ("no_repeat_ngram_size", 2), ("constraints", "ordered")]:
+                        ("prefix_size", 1), ("no_repeat_ngram_size", 2), ("constraints", "ordered"),
+                        ("diversity_rate", 0.5)]:
         with pytest.raises(UsageError, match=f"--{flag.replace('_', '-')} .*--beam-stop bound is plain beam search"):
             _task().build_generator([model], _generation(**{flag: value}))
+    assert type(_task().build_generator([model], _generation(diverse_beam_groups=0))) is BoundedBeamSearch  # off

@@ -55,17 +55,18 @@ class BeamStopConfig(FairseqDataclass):
                 "fairseq's rule lets junk that ends early crowd out the model's own output"})
 
 
-# generation options of fairseq's other searches, each with the value that leaves it off (GenerationConfig's default)
-_OTHER_SEARCHES = {"sampling": False, "diverse_beam_groups": -1, "diversity_rate": -1.0, "match_source_len": False,
-                   "constraints": None, "prefix_size": 0, "lm_path": None, "no_repeat_ngram_size": 0}
+# generation options of fairseq's other searches, each with when fairseq turns it on (its build_generator, generate.py)
+_OTHER_SEARCHES = {"sampling": bool, "diverse_beam_groups": lambda v: v > 0, "diversity_rate": lambda v: v > -1,
+                   "match_source_len": bool, "constraints": bool, "prefix_size": lambda v: v > 0,
+                   "lm_path": bool, "no_repeat_ngram_size": lambda v: v > 0}
 
 
 def check(args) -> None:
     """One line for a generation option that --beam-stop bound does not implement (args: fairseq's generation
     config)."""
-    for name, off in _OTHER_SEARCHES.items():
-        value = getattr(args, name, off)
-        if value is not None and value != off:
+    for name, on in _OTHER_SEARCHES.items():
+        value = getattr(args, name, None)
+        if value is not None and on(value):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} {value}: --beam-stop bound is plain beam search and does not implement it; "
                              f"leave out {flag}, or use --beam-stop fairseq")
@@ -159,7 +160,8 @@ class BoundedBeamSearch(SequenceGenerator):
                 out = torch.cat([tokens[row, 1:step + 1], tokens.new_tensor([self.eos])])  # [step + 1]
                 ended[b].append({"tokens": out, "score": score[b, k], "positional_scores": pos,
                                  "alignment": torch.empty(0),
-                                 "attention": attn[row, :, 1:step + 2] if attn is not None else torch.empty(0)})
+                                 # a copy: a view would keep the whole [bsz * K, src_len, max_len + 2] buffer alive
+                                 "attention": attn[row, :, 1:step + 2].clone() if attn is not None else torch.empty(0)})
             best = torch.cat([best, score], dim=1).topk(keep, dim=1).values
 
             # the hypotheses that go on: the K best extensions by another token, over all of a sentence's live ones
