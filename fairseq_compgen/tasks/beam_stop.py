@@ -108,7 +108,8 @@ class BoundedBeamSearch(SequenceGenerator):
         max_len = min(int(self.max_len_a * src_len + self.max_len_b), self.max_len - 1)
         if self.min_len > max_len:
             raise UsageError(f"--min-len {self.min_len} is above the longest output allowed here ({max_len}: "
-                             f"--max-len-a, --max-len-b and the model's positions)")
+                             f"--max-len-a, --max-len-b, the model's positions and, with --max-len-from-target, "
+                             f"the batch's longest reference)")
         device = src_tokens.device
         incremental_states: List[Dict[str, Dict[str, Optional[Tensor]]]] = [{} for _ in range(self.model.models_size)]
         encoder_outs = self.model.forward_encoder(net_input)
