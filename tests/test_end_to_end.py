@@ -213,3 +213,17 @@ def test_bad_scan_file_gives_file_and_line(tmp_path):
     with pytest.raises(DataError, match=r"tasks_train_simple\.txt:2:"):
         read_scan_file(bad)
 
+
+
+def test_search_errors_of_a_run_count_every_wrong_output(trained, scan, tmp_path):
+    """campaign/search_errors.py on a trained checkpoint and the outputs eval kept: every wrong output is a search
+    error or a model error, and the wrong ones are those eval counted."""
+    save, _ = trained
+    run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path])
+    out = run([sys.executable, REPO / "campaign" / "search_errors.py", save / "checkpoint_last.pt", scan,
+               tmp_path / "valid.outputs.gz", "--json", tmp_path / "errors.json"])
+    result, scored = (json.loads((tmp_path / name).read_text()) for name in ("errors.json", "valid.json"))
+    assert result["n"] == scored["n"] == 1828 and result["wrong"] == 1828 - scored["correct"]
+    assert result["search_errors"] + result["model_errors"] == result["wrong"] > 0, out
+    assert sum(c["wrong"] for c in result["per_length"].values()) == result["wrong"]
+    assert f"{result['search_errors']} search errors" in out

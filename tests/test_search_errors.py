@@ -1,0 +1,74 @@
+"""campaign/search_errors.py: search errors (the model prefers the reference to what was decoded) and model errors,
+with sequence log-probabilities checked against step-by-step decoding."""
+import gzip
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from fairseq_compgen.errors import UsageError
+from model_helpers import build
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("search_errors", REPO / "campaign" / "search_errors.py")
+search_errors = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(search_errors)
+
+
+def _slow_log_prob(model, src_dict, tgt_dict, source, output):
+    """log p(output + EOS | source) one token at a time through the decoder's incremental state (the direct
+    definition: a sum of each next token's log-probability given the tokens before it)."""
+    src = src_dict.encode_line(" ".join(source), add_if_not_exist=False, append_eos=True).long()[None]  # [1, S]
+    target = tgt_dict.encode_line(" ".join(output), add_if_not_exist=False, append_eos=True).long().tolist()
+    enc = model.encoder(src, src_lengths=torch.tensor([src.size(1)]))
+    state, prev, total = {}, [tgt_dict.eos()], 0.0
+    with torch.no_grad():
+        for token in target:
+            out = model.decoder(torch.tensor([prev]), encoder_out=enc, incremental_state=state)
+            lprobs = model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True)[0, -1]
+            total += float(lprobs[token])
+            prev.append(token)
+    return total
+
+
+@pytest.mark.parametrize("arch", ["rel_uni_transformer_scan", "linear_l2_uni_transformer_scan", "syntactic_attention_scan"])
+def test_sequence_log_probs_equal_step_by_step_decoding(arch):
+    torch.manual_seed(0)
+    model = build(arch, src_words=6, tgt_words=4, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32).eval()
+    src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
+    g = torch.Generator().manual_seed(1)
+    pairs = [([f"w{int(i)}" for i in torch.randint(0, 6, (int(n),), generator=g)],
+              [f"w{int(i)}" for i in torch.randint(0, 4, (int(m),), generator=g)])
+             for n, m in torch.randint(1, 7, (9, 2), generator=g)]  # sources and outputs of 1-6 tokens
+    fast = search_errors.sequence_log_probs(model, src_dict, tgt_dict, pairs, batch_size=4)  # batches of mixed lengths
+    slow = [_slow_log_prob(model, src_dict, tgt_dict, s, y) for s, y in pairs]
+    assert fast == pytest.approx(slow, abs=1e-4)
+
+
+def test_an_example_is_a_search_error_exactly_when_the_model_prefers_its_reference(tmp_path):
+    torch.manual_seed(0)
+    model = build("compgen_transformer_scan", src_words=6, tgt_words=4, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32).eval()
+    src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
+    examples = [(["w0", "w1"], ["w2"], ["w2"]), (["w3"], ["w0", "w0"], ["w1", "w2", "w3"]),
+                (["w4", "w5", "w0"], ["w3"], ["w1"]), (["w1"], [], ["w0", "w1"])]  # (source, hypothesis, reference)
+    lines = []
+    for i, (s, h, r) in enumerate(examples):
+        lines += [f"S-{i}\t{' '.join(s)}\n", f"T-{i}\t{' '.join(r)}\n", f"H-{i}\t-0.5\t{' '.join(h)}\n"]
+    outputs = tmp_path / "gen.outputs.gz"
+    outputs.write_bytes(gzip.compress("".join(lines).encode()))
+    n, wrong = search_errors.wrong_examples(str(outputs))
+    assert n == 4 and [w[0] for w in wrong] == [1, 2, 3]  # example 0 is right
+    counts = search_errors.classify(model, src_dict, tgt_dict, wrong)
+    prefers_ref = [_slow_log_prob(model, src_dict, tgt_dict, s, r) > _slow_log_prob(model, src_dict, tgt_dict, s, h)
+                   for _, s, h, r in wrong]
+    assert counts["search_errors"] == sum(prefers_ref) and counts["model_errors"] == 3 - sum(prefers_ref)
+    assert counts["per_length"] == {
+        str(k): {"wrong": sum(len(r) == k for *_, r in wrong),
+                 "search_errors": sum(p for p, (*_, r) in zip(prefers_ref, wrong) if len(r) == k)}
+        for k in sorted({len(r) for *_, r in wrong})}
+    outputs.write_bytes(gzip.compress("".join(lines[1:]).encode()))  # example 0's source line missing
+    with pytest.raises(UsageError, match="no hypothesis or no source line for 1 of 4 examples"):
+        search_errors.wrong_examples(str(outputs))
