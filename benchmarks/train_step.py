@@ -13,6 +13,8 @@ ratio to fairseq's stock `transformer` of the same size (d_model, d_FF, heads, l
                                     # stock with the arch's dropout probabilities, not fairseq's defaults
     python benchmarks/train_step.py --decode --rounds 3 --archs sag_t5_transformer rel_uni_transformer
                                     # greedy decoding of a batch instead of a training step (below)
+    python benchmarks/train_step.py --decode --beam 4 --beam-stop-bound --rounds 3 --archs rel_uni_transformer_scan
+                                    # each arch's beam search with --beam-stop bound against fairseq's, same beam
 
 Stock `transformer` keeps fairseq's defaults other than the size: dropout 0.1 but attention and activation dropout 0,
 where the Csordás presets use 0.1 for both. Those two dropouts are most of what a SCAN-sized step of ours saves beyond
@@ -20,10 +22,13 @@ stock's (the probabilities and their masks at [batch, heads, tgt, src], the feed
 ratios compare different computations; `--stock-dropouts` gives stock the arch's dropout, attention dropout and
 activation dropout (the embedding dropout stays stock's: its `dropout`), the same computation up to the mechanisms.
 
-`--decode` times evaluation instead of training: greedy decoding (beam 1, as `fairseq-compgen eval` decodes) of one
-batch with fairseq's SequenceGenerator, step by step through each model's incremental state, every hypothesis held to
-exactly --tgt-len tokens (min and max length both --tgt-len, then EOS), so every arch decodes the same number of steps
-whatever its untrained weights predict; model in eval mode (no dropout), no gradients. "decode ms" is one batch.
+`--decode` times evaluation instead of training: greedy decoding (beam 1, as `fairseq-compgen eval` decodes; --beam
+for more) of one batch with fairseq's SequenceGenerator, step by step through each model's incremental state, every
+hypothesis held to exactly --tgt-len tokens (min and max length both --tgt-len, then EOS), so every arch decodes the
+same number of steps whatever its untrained weights predict; model in eval mode (no dropout), no gradients. "decode
+ms" is one batch. `--beam-stop-bound` compares, instead of stock, each arch's decoding by tasks/beam_stop.py's search
+(`--beam-stop bound`) with fairseq's SequenceGenerator of the same beam: the same steps, so the ratio is the
+search's own cost per step.
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
@@ -61,14 +66,17 @@ def stock_model(model, vocab: int, dropouts: bool = False):
     )
 
 
-def greedy_decoder(model, length: int):
+def greedy_decoder(model, length: int, beam: int = 1, bound: bool = False):
     """src_tokens, src_lengths -> fairseq's greedy (beam 1) hypotheses of `model`, each exactly `length` tokens and
-    EOS: the same number of incremental decoding steps for every arch, whatever its weights predict."""
+    EOS: the same number of incremental decoding steps for every arch, whatever its weights predict. `beam`: beam
+    search of that width; `bound`: by tasks/beam_stop.py's search instead of fairseq's SequenceGenerator."""
     import torch
     from fairseq.sequence_generator import SequenceGenerator
 
-    generator = SequenceGenerator([model], model.decoder.dictionary, beam_size=1, max_len_a=0, max_len_b=length,
-                                  min_len=length)
+    from fairseq_compgen.tasks.beam_stop import BoundedBeamSearch
+
+    generator = (BoundedBeamSearch if bound else SequenceGenerator)(
+        [model], model.decoder.dictionary, beam_size=beam, max_len_a=0, max_len_b=length, min_len=length)
 
     @torch.no_grad()
     def decode(src_tokens, src_lengths):
@@ -76,7 +84,7 @@ def greedy_decoder(model, length: int):
     return decode
 
 
-def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
+def measure(arch: str, stock: bool, a, autocast: bool = False, bound: bool = False) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -99,7 +107,7 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
     lengths = torch.full((a.batch,), a.src_len, device=dev)
 
     if a.decode:
-        decode = greedy_decoder(model, a.tgt_len)
+        decode = greedy_decoder(model, a.tgt_len, a.beam, bound)
 
         def step():
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
@@ -130,7 +138,7 @@ def measure(arch: str, stock: bool, a, autocast: bool = False) -> dict:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     peak = torch.cuda.max_memory_allocated() if cuda else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-    return {"arch": "transformer" if stock else arch, "autocast_bf16": autocast, "params": sum(p.numel() for p in model.parameters()),
+    return {"arch": "transformer" if stock else arch, "autocast_bf16": autocast, "beam_stop_bound": bound, "params": sum(p.numel() for p in model.parameters()),
             "step_ms": 1000 * statistics.median(times), "peak_mb": peak / 2**20,
             "package": str(Path(fairseq_compgen.__file__).resolve().parent)}  # which fairseq_compgen built it
 
@@ -160,14 +168,22 @@ def main(argv=None):
     p.add_argument("--decode", action="store_true",
                    help="time greedy decoding of one batch (beam 1, exactly --tgt-len tokens per hypothesis) instead "
                         "of a training step")
+    p.add_argument("--beam", type=int, default=1, help="with --decode: the beam's width (default 1, greedy)")
+    p.add_argument("--beam-stop-bound", action="store_true",
+                   help="with --decode: compare each arch's decoding by --beam-stop bound's search with fairseq's "
+                        "beam search of the same arch and --beam, not with stock: 'x ref' is then bound / fairseq")
     p.add_argument("--device", default="cuda" if _cuda() else "cpu")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--_one", nargs=2, metavar=("ARCH", "STOCK"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.decode and a.stock_dropouts:
         p.error("--stock-dropouts has no effect with --decode: no dropout at evaluation")
+    if (a.beam != 1 or a.beam_stop_bound) and not a.decode:
+        p.error("--beam and --beam-stop-bound time decoding: add --decode")
+    if a.beam_stop_bound and a.autocast:
+        p.error("--beam-stop-bound and --autocast each choose the reference: one at a time")
     if a._one:
-        print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast")))
+        print(json.dumps(measure(a._one[0], a._one[1] == "1", a, a._one[1] == "autocast", a._one[1] == "bound")))
         return
     from fairseq_compgen.pipelines.train import commit
     started_at = commit()  # read before measuring: a commit made while it runs must not be recorded instead
@@ -178,14 +194,15 @@ def main(argv=None):
     suffixes = ("_scan", "_cfq", "_pcfg", "_cogs", "_math", "_iwslt", "_flores", "_noun_adj")
     archs = a.archs or [x for x in compgen_archs() if a.all or not x.endswith(suffixes)]
     passthrough = [f"--{k.replace('_', '-')}={getattr(a, k)}" for k in
-                   ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device")]
+                   ("batch", "src_len", "tgt_len", "vocab", "warmup", "steps", "device", "beam")]
     passthrough += ["--stock-dropouts"] if a.stock_dropouts else []
     passthrough += ["--decode"] if a.decode else []
 
     previous = _export_package(a.previous, tempfile.mkdtemp(prefix="train_step_prev_")) if a.previous else None
 
     def run(arch, kind, package_root=None):
-        """kind: "0" the arch, "1" stock transformer of its size, "autocast" the arch under autocast; package_root:
+        """kind: "0" the arch, "1" stock transformer of its size, "autocast" the arch under autocast, "bound" the
+        arch decoded by --beam-stop bound's search; package_root:
         a folder holding another fairseq_compgen to build it with (PYTHONPATH comes before the installed one)."""
         env = dict(os.environ)
         if package_root:
@@ -201,22 +218,23 @@ def main(argv=None):
             raise SystemExit(f"train_step.py: --previous measured {r['package']}, not the package under {package_root}")
         return r
 
-    # each row: the measured (arch, or arch under autocast) against its reference (stock, or the arch in fp32)
-    measured, reference = ("autocast", "0") if a.autocast else ("0", "1")
+    # each row: the measured (arch, under autocast, or decoded by --beam-stop bound's search) against its reference
+    # (stock, or the arch in fp32, or the arch decoded by fairseq's search)
+    measured, reference = ("autocast", "0") if a.autocast else ("bound", "0") if a.beam_stop_bound else ("0", "1")
     rows, ref_cache = [], {}
     threads = os.environ.get("OMP_NUM_THREADS", os.cpu_count())
-    ref_name = "fp32" if a.autocast else "stock"
+    ref_name = "fp32" if a.autocast else "fairseq" if a.beam_stop_bound else "stock"
     stock_name = "stock transformer" + (" with each arch's dropouts" if a.stock_dropouts else "")
     print(f"device={a.device} batch={a.batch} src_len={a.src_len} tgt_len={a.tgt_len} threads={threads} "
-          f"timed: {'greedy decoding of one batch' if a.decode else 'one training step'}, "
-          f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'reference: ' + stock_name}")
+          f"timed: {_timed(a)}, "
+          f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'measured: --beam-stop bound, reference: the same arch and beam, fairseq SequenceGenerator' if a.beam_stop_bound else 'reference: ' + stock_name}")
     if previous:
         print(f"previous: {a.previous} ({previous['commit'][:12]}), its package under {previous['root']}")
     timed = "decode ms" if a.decode else "step ms"
     print(f"{'arch':34s} {'params':>10s} {timed:>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
           + (f" {'x prev':>7s}" if previous else ""))
     for arch in archs:
-        e = arch if a.autocast else _size_key(arch, a.stock_dropouts)
+        e = arch if a.autocast or a.beam_stop_bound else _size_key(arch, a.stock_dropouts)
         pairs, prev_pairs = [], []
         for _ in range(a.rounds):  # back to back, so they all see the same machine load
             r = run(arch, measured)
@@ -252,10 +270,16 @@ def main(argv=None):
             from fairseq_compgen.pipelines import train
 
             json.dump({"device": a.device, "command": " ".join(sys.argv), "commit": started_at,
-                       "timed": "decode" if a.decode else "train_step",
+                       "timed": "decode" if a.decode else "train_step", "beam": a.beam,
                        "previous": previous and previous["commit"],
                        "machine": json.loads(train.machine(a.device == "cpu")), "rows": rows}, f, indent=1)
         os.replace(tmp, a.json)
+
+
+def _timed(a) -> str:
+    if not a.decode:
+        return "one training step"
+    return "greedy decoding of one batch" if a.beam == 1 else f"beam search (beam {a.beam}) of one batch"
 
 
 def _ratios(pairs) -> dict:

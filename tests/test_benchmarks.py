@@ -187,3 +187,20 @@ def test_train_step_decode_times_greedy_decoding_of_a_fixed_length(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
         "--stock-dropouts has no effect with --decode: no dropout at evaluation")
+
+    # --beam-stop-bound: each arch's bound search against fairseq's beam search of the same width, the same steps
+    for bound in (False, True):
+        hyps = train_step.greedy_decoder(model, 7, beam=3, bound=bound)(torch.randint(4, 12, (3, 5)), torch.full((3,), 5))
+        assert all(len(h) == 3 and {len(x["tokens"]) for x in h} == {8} for h in hyps)
+    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--decode", "--beam", "2", "--beam-stop-bound",
+                        "--archs", "compgen_transformer", *tiny, "--json", out], cwd=REPO, capture_output=True,
+                       text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    d = json.loads(out.read_text())
+    (row,) = d["rows"]
+    assert d["beam"] == 2 and row["reference"] == "fairseq" and row["beam_stop_bound"] and row["step_ms"] > 0
+    assert "beam search (beam 2) of one batch" in p.stdout and "x fairseq" in p.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/train_step.py", "--beam", "4"], cwd=REPO, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
+        "--beam and --beam-stop-bound time decoding: add --decode")
