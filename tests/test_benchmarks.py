@@ -79,6 +79,14 @@ def test_sweep_cost_scales_the_measured_step_to_each_recipes_budget(tmp_path, sc
         assert r["hours"] == r["s_per_update"] * r["budget_updates"] * 3 / 3600
 
 
+def _train_step(*args, json_out):
+    """benchmarks/train_step.py ARGS --json JSON_OUT on one thread: (the finished process, the JSON it wrote)."""
+    p = subprocess.run([sys.executable, "benchmarks/train_step.py", *map(str, args), "--json", str(json_out)], cwd=REPO,
+                       capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p, json.loads(json_out.read_text())
+
+
 def test_train_step_measures_a_previous_commit_in_the_same_rounds(tmp_path):
     """benchmarks/train_step.py --previous: each arch also built by an earlier commit's package (git archive through
     PYTHONPATH), paired in each round; that package, not the installed one, built it (checked by the script); a bad
@@ -87,11 +95,7 @@ def test_train_step_measures_a_previous_commit_in_the_same_rounds(tmp_path):
                           text=True).stdout.strip()
     out = tmp_path / "ts.json"
     tiny = ["--steps", "1", "--warmup", "0", "--batch", "2", "--src-len", "4", "--tgt-len", "4"]
-    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--previous", "HEAD", "--rounds", "2",
-                        "--archs", "compgen_transformer", *tiny, "--json", out], cwd=REPO, capture_output=True,
-                       text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    d = json.loads(out.read_text())
+    p, d = _train_step("--previous", "HEAD", "--rounds", "2", "--archs", "compgen_transformer", *tiny, json_out=out)
     (row,) = d["rows"]
     assert d["previous"] == row["previous"]["commit"] == head
     assert row["package"] == str((REPO / "fairseq_compgen").resolve())  # this tree's package for the current arm
@@ -175,11 +179,7 @@ def test_train_step_decode_times_greedy_decoding_of_a_fixed_length(tmp_path):
 
     out = tmp_path / "decode.json"
     tiny = ["--steps", "1", "--warmup", "0", "--batch", "2", "--src-len", "4", "--tgt-len", "5"]
-    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--decode", "--archs", "compgen_transformer",
-                        *tiny, "--json", out], cwd=REPO, capture_output=True, text=True,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    d = json.loads(out.read_text())
+    p, d = _train_step("--decode", "--archs", "compgen_transformer", *tiny, json_out=out)
     assert d["timed"] == "decode" and "decode ms" in p.stdout and "greedy decoding of one batch" in p.stdout
     (row,) = d["rows"]
     assert row["arch"] == "compgen_transformer" and row["step_ms"] > 0 and row["ref_step_ms"] > 0
@@ -192,11 +192,8 @@ def test_train_step_decode_times_greedy_decoding_of_a_fixed_length(tmp_path):
     for bound in (False, True):
         hyps = train_step.greedy_decoder(model, 7, beam=3, bound=bound)(torch.randint(4, 12, (3, 5)), torch.full((3,), 5))
         assert all(len(h) == 3 and {len(x["tokens"]) for x in h} == {8} for h in hyps)
-    p = subprocess.run([sys.executable, "benchmarks/train_step.py", "--decode", "--beam", "2", "--beam-stop-bound",
-                        "--archs", "compgen_transformer", *tiny, "--json", out], cwd=REPO, capture_output=True,
-                       text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    d = json.loads(out.read_text())
+    p, d = _train_step("--decode", "--beam", "2", "--beam-stop-bound", "--archs", "compgen_transformer", *tiny,
+                       json_out=out)
     (row,) = d["rows"]
     assert d["beam"] == 2 and row["reference"] == "fairseq" and row["beam_stop_bound"] and row["step_ms"] > 0
     assert "beam search (beam 2) of one batch" in p.stdout and "x fairseq" in p.stdout
