@@ -25,16 +25,23 @@ from fairseq_compgen.scoring.exact_match import exact_match, parse_generate_outp
 ACTION = "I_JUMP"
 
 
-def wrong_pairs(path: Path):
-    """A run's kept outputs -> (n, [(hypothesis, reference) of each wrong example, as token lists]), exact match as
-    fairseq-compgen score exact_match; refuses outputs that miss an example. Shared with campaign/length_errors.py."""
+def wrong_outputs(path: Path):
+    """A run's kept outputs (or a fairseq-generate output) -> (n, ids of the wrong examples in order, references,
+    hypotheses, the lines read, the name for messages), exact match as fairseq-compgen score exact_match; refuses
+    outputs that miss an example. Shared with campaign/length_errors.py and campaign/search_errors.py."""
     lines, name = read_generate_output(str(path))
     refs, hyps = parse_generate_output(lines, name)
     missing = sorted(set(refs) - set(hyps))
     if missing:
         raise UsageError(f"{name}: no hypothesis for {len(missing)} of {len(refs)} examples (e.g. id {missing[0]}): "
                          "expected the whole decoded subset")
-    return len(refs), [(hyps[i], refs[i]) for i in refs if not exact_match(hyps[i], refs[i])]
+    return len(refs), [i for i in refs if not exact_match(hyps[i], refs[i])], refs, hyps, lines, name
+
+
+def wrong_pairs(path: Path):
+    """(n, [(hypothesis, reference) of each wrong example, as token lists]) of a run's kept outputs."""
+    n, wrong, refs, hyps, _, _ = wrong_outputs(path)
+    return n, [(hyps[i], refs[i]) for i in wrong]
 
 
 def counts(path: Path) -> dict:

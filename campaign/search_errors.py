@@ -25,24 +25,23 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fairseq_compgen.data.io import atomic_write_text  # noqa: E402
 from fairseq_compgen.errors import UsageError  # noqa: E402
-from fairseq_compgen.scoring import read_generate_output  # noqa: E402
-from fairseq_compgen.scoring.exact_match import exact_match, parse_generate_output  # noqa: E402
+from jump_errors import wrong_outputs  # noqa: E402
 
 _SOURCE = re.compile(r"^S-(\d+)\t(.*)$")
 
 
 def wrong_examples(path: str) -> Tuple[int, List[Tuple[int, List[str], List[str], List[str]]]]:
     """(n, [(id, source, hypothesis, reference) of each wrong example, token lists]) from a generate output."""
-    lines, name = read_generate_output(path)
-    refs, hyps = parse_generate_output(lines, name)
+    n, wrong, refs, hyps, lines, name = wrong_outputs(Path(path))
     sources = {int(m.group(1)): m.group(2).split() for m in map(_SOURCE.match, lines) if m}
-    missing = sorted((set(refs) - set(hyps)) | (set(refs) - set(sources)))
+    missing = sorted(set(refs) - set(sources))
     if missing:
-        raise UsageError(f"{name}: no hypothesis or no source line for {len(missing)} of {len(refs)} examples (e.g. "
-                         f"id {missing[0]}): expected the S-, T- and H- lines of the whole decoded subset")
-    return len(refs), [(i, sources[i], hyps[i], refs[i]) for i in sorted(refs) if not exact_match(hyps[i], refs[i])]
+        raise UsageError(f"{name}: no source line for {len(missing)} of {len(refs)} examples (e.g. id {missing[0]}): "
+                         f"expected the S-, T- and H- lines of the whole decoded subset")
+    return n, [(i, sources[i], hyps[i], refs[i]) for i in sorted(wrong)]
 
 
 def sequence_log_probs(model, src_dict, tgt_dict, pairs: Sequence[Tuple[List[str], List[str]]],

@@ -70,5 +70,5 @@ def test_an_example_is_a_search_error_exactly_when_the_model_prefers_its_referen
                  "search_errors": sum(p for p, (*_, r) in zip(prefers_ref, wrong) if len(r) == k)}
         for k in sorted({len(r) for *_, r in wrong})}
     outputs.write_bytes(gzip.compress("".join(lines[1:]).encode()))  # example 0's source line missing
-    with pytest.raises(UsageError, match="no hypothesis or no source line for 1 of 4 examples"):
+    with pytest.raises(UsageError, match="no source line for 1 of 4 examples"):
         search_errors.wrong_examples(str(outputs))
