@@ -56,6 +56,9 @@ def main(argv=None):
     p.add_argument("--json", help="also write the results here")
     a, extra = p.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
+    if a.rounds < 1 or a.threads < 1 or a.interval < 1 or a.updates < 2 * a.interval:  # a median of nothing before
+        p.error(f"--rounds {a.rounds} --threads {a.threads} --interval {a.interval} --updates {a.updates}: expected "
+                f"positive numbers, and at least two intervals of updates")
     settings = {"fairseq's batches": [], "random": ["--random-batches"]}
     settings.update({f"random, {k} chunks": ["--random-batches", "--batch-chunks", str(k)] for k in a.chunks})
     times = {name: [] for name in settings}

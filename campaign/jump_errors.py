@@ -11,6 +11,7 @@ to another action in new compositions writes no I_JUMP where the reference has t
 per run, as a markdown table (to --out through a temporary name, else to stdout). Reads files only.
 """
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def table(folder: Path, subset: str, command: str, count=counts, columns=COLUMNS
     """One row per run under `folder` (<dataset>/<config>/seedK/eval/SUBSET.outputs.gz): its wrong hypotheses of n,
     and each column's share of them; `count(path)` gives n, wrong and each column's key; `command` (the one that made
     the table) heads it."""
-    paths = sorted(folder.glob(f"*/*/seed*/eval/{subset}.outputs.gz"),
+    paths = sorted((p for p in folder.glob(f"*/*/seed*/eval/{subset}.outputs.gz")  # seedK: a sweep's run
+                    if re.fullmatch(r"seed\d+", p.parts[-3])),  # (a copy such as seed1_old is not one)
                    key=lambda p: (p.parts[-5], p.parts[-4], int(p.parts[-3][4:])))
     if not paths:
         raise UsageError(f"{folder}: no */*/seed*/eval/{subset}.outputs.gz: expected an exported table or a sweep "

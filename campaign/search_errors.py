@@ -13,7 +13,8 @@ the token's log-probability, one teacher-forced pass of the model in eval mode, 
 OUTPUTS: the decoded outputs a run keeps (eval/SUBSET.outputs.gz, or a fairseq-generate output): its S- (source),
 T- (reference) and first H- (hypothesis) lines; exact match as `fairseq-compgen score exact_match`. DATA: the data
 folder the checkpoint trained on (its dictionaries). The checkpoint is read by fairseq's loader through this package's
-safe loader (fairseq_compgen/checkpoint_loading.py). Prints the counts, and the wrong examples by reference length;
+safe loader (fairseq_compgen/checkpoint_loading.py); a word its dictionaries lack (the outputs of a run on other
+data) is refused, never scored as <unk>. Prints the counts, and the wrong examples by reference length;
 --json writes them (through a temporary name).
 """
 import argparse
@@ -44,6 +45,11 @@ def wrong_examples(path: str) -> Tuple[int, List[Tuple[int, List[str], List[str]
     return n, [(i, sources[i], hyps[i], refs[i]) for i in sorted(wrong)]
 
 
+def check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:  # range() would score nothing (a negative step: every wrong output a model error) or fail (0)
+        raise UsageError(f"--batch-size {batch_size}: expected a positive number")
+
+
 def sequence_log_probs(model, src_dict, tgt_dict, pairs: Sequence[Tuple[List[str], List[str]]],
                        batch_size: int = 256) -> List[float]:
     """log p(y | x) of each (source tokens, output tokens) pair: the output and EOS, scored by one teacher-forced pass
@@ -51,6 +57,7 @@ def sequence_log_probs(model, src_dict, tgt_dict, pairs: Sequence[Tuple[List[str
     import torch
     from fairseq.data import data_utils
 
+    check_batch_size(batch_size)
     pad, eos = tgt_dict.pad(), tgt_dict.eos()
     out: List[float] = []
     for start in range(0, len(pairs), batch_size):
@@ -66,6 +73,17 @@ def sequence_log_probs(model, src_dict, tgt_dict, pairs: Sequence[Tuple[List[str
         token = lprobs.gather(2, target[:, :, None])[:, :, 0].masked_fill(target.eq(pad), 0.0)  # [B, T]
         out.extend(token.sum(1).tolist())
     return out
+
+
+def check_words(src_dict, tgt_dict, wrong, name: str) -> None:
+    """Refuse a word the checkpoint's dictionaries lack (outputs of another dataset or vocabulary): it would be
+    scored as <unk> in silence. The unknown word itself, which a model may decode, is a word of every dictionary."""
+    for i, source, hyp, ref in wrong:
+        for line, words, d in (("S", source, src_dict), ("H", hyp, tgt_dict), ("T", ref, tgt_dict)):
+            unknown = [w for w in words if d.index(w) == d.unk() and w != d.unk_word]
+            if unknown:
+                raise UsageError(f"{name}: line {line}-{i} has {unknown[0]!r}, a word the checkpoint's dictionary "
+                                 f"lacks: expected the outputs of a run trained on this data folder")
 
 
 def classify(model, src_dict, tgt_dict, wrong, batch_size: int = 256) -> dict:
@@ -104,8 +122,10 @@ def main(argv=None) -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--json", help="also write the counts here")
     a = p.parse_args(argv)
+    check_batch_size(a.batch_size)  # before the checkpoint loads
     n, wrong = wrong_examples(a.outputs)
     model, src_dict, tgt_dict = load(a.checkpoint, a.data)
+    check_words(src_dict, tgt_dict, wrong, a.outputs)
     result = {"outputs": a.outputs, "n": n, **classify(model, src_dict, tgt_dict, wrong, a.batch_size)}
     print(f"{a.outputs}: {n} examples, {result['wrong']} wrong: {result['search_errors']} search errors (the model "
           f"prefers the reference), {result['model_errors']} model errors (it prefers its own output)")

@@ -3,6 +3,7 @@ beat its best ended ones. Checked against a direct enumeration of every output a
 fairseq's SequenceGenerator on the same beams."""
 import argparse
 import itertools
+import math
 
 import pytest
 import torch
@@ -208,3 +209,9 @@ def test_the_task_builds_our_search_and_refuses_what_it_does_not_implement():
         with pytest.raises(UsageError, match=f"--{flag.replace('_', '-')} .*--beam-stop bound is plain beam search"):
             _task().build_generator([model], _generation(**{flag: value}))
     assert type(_task().build_generator([model], _generation(diverse_beam_groups=0))) is BoundedBeamSearch  # off
+    for flag, value, expected in [("beam", 0, r"--beam 0: expected a positive width with --beam-stop bound \(1: greedy\)"),
+                                  ("beam", -2, r"--beam -2: expected a positive width"),
+                                  ("lenpen", math.nan, "--lenpen nan: expected a finite number with --beam-stop bound"),
+                                  ("unkpen", -math.inf, "--unkpen -inf: expected a finite number")]:
+        with pytest.raises(UsageError, match=f"^{expected}"):  # tracebacks or empty outputs
+            _task().build_generator([model], _generation(**{flag: value}))

@@ -769,11 +769,15 @@ def test_jump_errors_counts_what_wrong_hypotheses_do_with_jump(tmp_path):
              ("I_JUMP I_JUMP I_WALK", "I_JUMP I_WALK")]  # fewer, not none, shorter
     text = "".join(f"S-{i}\tx\nT-{i}\t{t}\nH-{i}\t-0.1\t{h}\n" for i, (t, h) in enumerate(pairs))
     (ev / "test.outputs.gz").write_bytes(gzip.compress(text.encode()))
+    copy = tmp_path / "jump" / "sag_t5" / "seed2_old" / "eval"  # a user's copy beside the run: not a run (its name
+    copy.mkdir(parents=True)                                     # gave a ValueError traceback before)
+    (copy / "test.outputs.gz").write_bytes(gzip.compress(text.encode()))
     out = tmp_path / "errors.md"
     p = subprocess.run([sys.executable, script, tmp_path, "--out", out], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.read_text() == p.stdout
     assert p.stdout.splitlines()[-1] == "| jump/sag_t5/seed2 | 3 of 4 | 0.67 | 0.33 | 0.33 |"
+    assert "seed2_old" not in p.stdout
 
     (ev / "test.outputs.gz").write_bytes(gzip.compress(text.replace("H-3\t-0.1\tI_JUMP I_WALK\n", "").encode()))
     p = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)

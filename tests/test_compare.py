@@ -202,3 +202,19 @@ def test_aggregate_against_refuses_other_data_the_same_sweep_and_nothing_in_comm
     with pytest.raises(UsageError, match=r"no cell \(dataset, subset, configuration\) has finished runs both there "
                                          r"\(elsewhere\) and here \(here\)"):
         aggregate.main([str(here), "--no-plots", "--against", str(elsewhere)])
+
+
+@pytest.mark.parametrize("done", ["5", "null", "[1]"])
+def test_trained_options_name_a_done_json_that_is_no_object(done, tmp_path):
+    """`5` or `null` in a run's done.json gave a TypeError traceback where aggregate compares runs' options (an
+    audit, 2026-11-29); now the line that names the file, as everywhere done.json is read."""
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.pipelines import pooling
+
+    (tmp_path / "command.txt").write_text("fairseq-train data --arch rel_uni_transformer --max-update 10\n")
+    (tmp_path / "done.json").write_text(done)
+    with pytest.raises(UsageError, match=rf"^{tmp_path / 'done.json'}: a JSON \w+, not an object: expected the JSON "
+                                         r"object a sweep writes"):
+        pooling.trained_options({"dir": str(tmp_path)})
+    (tmp_path / "done.json").write_text('{"num_updates": 10}')
+    assert pooling.trained_options({"dir": str(tmp_path)})["updates trained"] == 10

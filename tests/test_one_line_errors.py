@@ -437,10 +437,15 @@ def test_what_fairseq_trains_parser_refuses_is_one_line(flags, expected, scan_bi
      "--share-decoder-input-output-embed False with it"),
     (["--self-attn-type", "linear", "--attention-dropout", "0.2"], "--attention-dropout changes nothing with --arch "
      "rel_uni_transformer: linear attention (self and cross) forms no attention weights to drop"),
+    # the task's flags: refused only after the run folder and its records were made (an audit, 2026-11-29)
+    (["--batch-chunks", "-3"], "--batch-chunks -3: expected a positive whole number (1: no chunks)"),
+    (["--eval-comp-subset", "gen"], "--eval-comp-subset gen names the subset that --eval-comp's metadata is for"),
+    (["--batch-chunks", "4", "--random-positions", "64"], "--batch-chunks 4 with --random-positions 64: each chunk "
+     "would draw its own positions for its own length, not the batch's: expected one of the two"),
 ])
 def test_flags_a_model_cannot_train_with_or_would_ignore_are_one_line(flags, expected, scan_bin, tmp_path):
-    """The model's own check of the parsed flags (check_training_flags), before the run folder is made. In this
-    process (a UsageError is printed as one line by the CLI: the tests above)."""
+    """The model's and the task's own checks of the parsed flags (check_training_flags), before the run folder is
+    made. In this process (a UsageError is printed as one line by the CLI: the tests above)."""
     from fairseq_compgen.errors import UsageError
     from fairseq_compgen.pipelines import train
 
@@ -466,6 +471,10 @@ def test_flags_a_model_cannot_train_with_or_would_ignore_are_one_line(flags, exp
      "--orthogonality-lambda nan: expected a finite weight >= 0 (the paper's 1e-4; 0 trains without the loss)"),
     ("compgen", "compgen_transformer", ["--eval-comp-subset", "gen"],
      "--eval-comp-subset gen names the subset that --eval-comp's metadata is for: expected --eval-comp FILE with it"),
+    # chunks drew their own randomized positions, for their own lengths (an audit, 2026-11-29)
+    ("compgen", "rel_uni_transformer", ["--batch-chunks", "4", "--random-positions", "64"],
+     "--batch-chunks 4 with --random-positions 64: each chunk would draw its own positions for its own length, not "
+     "the batch's: expected one of the two"),
 ])
 def test_fairseq_train_with_a_task_criterion_or_value_that_cannot_work_is_one_line(task, arch, flags, expected,
                                                                                    scan_bin, tmp_path):

@@ -52,23 +52,47 @@ def test_an_example_is_a_search_error_exactly_when_the_model_prefers_its_referen
     model = build("compgen_transformer_scan", src_words=6, tgt_words=4, encoder_embed_dim=16, decoder_embed_dim=16,
                   encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32).eval()
     src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
-    examples = [(["w0", "w1"], ["w2"], ["w2"]), (["w3"], ["w0", "w0"], ["w1", "w2", "w3"]),
-                (["w4", "w5", "w0"], ["w3"], ["w1"]), (["w1"], [], ["w0", "w1"])]  # (source, hypothesis, reference)
+    # outputs of 1-2 words ranked by the model's own probability for each source (the slow definition): a wrong
+    # output the model ranks below its reference is a search error, one it ranks above is a model error
+    candidates = [[f"w{a}"] for a in range(4)] + [[f"w{a}", f"w{b}"] for a in range(4) for b in range(4)]
+    designed = []  # (source, hypothesis, reference, is a search error)
+    for source in (["w0", "w1"], ["w3"], ["w4", "w5", "w0"]):
+        ranked = sorted(candidates, key=lambda y: _slow_log_prob(model, src_dict, tgt_dict, source, y))
+        worst, best = ranked[0], ranked[-1]
+        designed += [(source, worst, best, True), (source, best, worst, False)]
+    designed[-1] = (designed[-1][0], designed[-1][2], designed[-1][2], None)  # right: not counted at all
     lines = []
-    for i, (s, h, r) in enumerate(examples):
+    for i, (s, h, r, _) in enumerate(designed):
         lines += [f"S-{i}\t{' '.join(s)}\n", f"T-{i}\t{' '.join(r)}\n", f"H-{i}\t-0.5\t{' '.join(h)}\n"]
     outputs = tmp_path / "gen.outputs.gz"
     outputs.write_bytes(gzip.compress("".join(lines).encode()))
     n, wrong = search_errors.wrong_examples(str(outputs))
-    assert n == 4 and [w[0] for w in wrong] == [1, 2, 3]  # example 0 is right
-    counts = search_errors.classify(model, src_dict, tgt_dict, wrong)
-    prefers_ref = [_slow_log_prob(model, src_dict, tgt_dict, s, r) > _slow_log_prob(model, src_dict, tgt_dict, s, h)
-                   for _, s, h, r in wrong]
-    assert counts["search_errors"] == sum(prefers_ref) and counts["model_errors"] == 3 - sum(prefers_ref)
-    assert counts["per_length"] == {
-        str(k): {"wrong": sum(len(r) == k for *_, r in wrong),
-                 "search_errors": sum(p for p, (*_, r) in zip(prefers_ref, wrong) if len(r) == k)}
-        for k in sorted({len(r) for *_, r in wrong})}
+    assert n == 6 and [w[0] for w in wrong] == [0, 1, 2, 3, 4]  # example 5 is right
+    counts = search_errors.classify(model, src_dict, tgt_dict, wrong, batch_size=2)
+    assert (counts["wrong"], counts["search_errors"], counts["model_errors"]) == (5, 3, 2)
+    expected = {}
+    for s, h, r, search in designed[:5]:
+        c = expected.setdefault(str(len(r)), {"wrong": 0, "search_errors": 0})
+        c["wrong"] += 1
+        c["search_errors"] += search
+    assert counts["per_length"] == {k: expected[k] for k in sorted(expected, key=int)}
     outputs.write_bytes(gzip.compress("".join(lines[1:]).encode()))  # example 0's source line missing
-    with pytest.raises(UsageError, match="no source line for 1 of 4 examples"):
+    with pytest.raises(UsageError, match="no source line for 1 of 6 examples"):
         search_errors.wrong_examples(str(outputs))
+
+
+def test_outputs_of_another_vocabulary_and_a_batch_size_below_one_are_refused():
+    torch.manual_seed(0)
+    model = build("compgen_transformer_scan", src_words=6, tgt_words=4, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32).eval()
+    src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
+    search_errors.check_words(src_dict, tgt_dict, [(0, ["w5"], ["<unk>"], ["w3"])], "gen.outputs.gz")  # <unk>: a word
+    for wrong, line in (([(7, ["w9"], ["w1"], ["w2"])], "S-7"), ([(3, ["w1"], ["w1", "jump"], ["w2"])], "H-3"),
+                        ([(2, ["w1"], ["w1"], ["w5"])], "T-2")):  # w5 is a source word only
+        with pytest.raises(UsageError, match=f"gen.outputs.gz: line {line} has '.*', a word the checkpoint's"):
+            search_errors.check_words(src_dict, tgt_dict, wrong, "gen.outputs.gz")
+    for size in (0, -1):
+        with pytest.raises(UsageError, match=f"--batch-size {size}: expected a positive number"):
+            search_errors.sequence_log_probs(model, src_dict, tgt_dict, [(["w1"], ["w2"])], batch_size=size)
+        with pytest.raises(UsageError, match=f"--batch-size {size}"):  # before anything is read
+            search_errors.main(["missing.pt", "missing_data", "missing.outputs.gz", "--batch-size", str(size)])

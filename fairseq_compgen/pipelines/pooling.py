@@ -9,7 +9,6 @@ read the exact-match results of the same runs (exact_match_results, by_length_gr
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
@@ -154,11 +153,7 @@ def trained_options(run: dict) -> Optional[Dict[str, object]]:
     if not command.is_file():
         return None
     options = {k: v for k, v in train_options(command).items() if k not in ("--max-update", "--max-epoch")}
-    try:
-        done = json.loads((Path(run["dir"]) / DONE).read_text() or "{}")
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{Path(run['dir']) / DONE}: not valid JSON ({e.msg}, line {e.lineno}): a half-written "
-                         f"record; rerun the sweep to finish the run") from None
+    done = read_done(Path(run["dir"]))  # a half-written or edited one: a UsageError naming it
     if "num_updates" in done:
         options["updates trained"] = done["num_updates"]
     return options

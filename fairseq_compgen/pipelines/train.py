@@ -258,7 +258,7 @@ def check_fairseq_options(args: Sequence[str]) -> None:
     """fairseq-train's own parser on the command's options, before anything is written: what it refuses (an
     unknown flag, a value of the wrong type, a choice it does not offer) is one line naming the flag, where
     fairseq-train would print its whole usage (a few hundred lines) above it, after the run folder was made. Then
-    the model's own check of the parsed flags (its check_training_flags)."""
+    the model's and the task's own checks of the parsed flags (their check_training_flags)."""
     import fairseq_compgen
     from fairseq import options
 
@@ -288,12 +288,14 @@ def check_fairseq_options(args: Sequence[str]) -> None:
     finally:
         quiet.setLevel(level)
     from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
 
     from fairseq_compgen.tasks.checkpoint_guard import check_ignored_flags
 
     model_cls = ARCH_MODEL_REGISTRY.get(getattr(parsed, "arch", None))
-    if hasattr(model_cls, "check_training_flags"):  # sizes, dropouts, flags that would change nothing (models/*.py)
-        model_cls.check_training_flags(parsed)
+    for cls in (model_cls, TASK_REGISTRY.get(getattr(parsed, "task", None))):
+        if hasattr(cls, "check_training_flags"):  # sizes, dropouts, flags that would change nothing (models/*.py,
+            cls.check_training_flags(parsed)       # tasks/compgen.py)
     check_ignored_flags(model_cls, parsed, args)
 
 

@@ -13,7 +13,8 @@ the whole batch is the sum of its chunks' gradients; `train_step` returns the su
 fields, as for the whole batch. Padding changes nothing a model computes for a real token (the masks). What differs:
 float rounding (sums in another order) and dropout masks (drawn per chunk, from the same distribution). A loss term
 that is a mean over the batch's sentences (the orthogonality loss of Park & Kim 2024, criterions/orthogonality.py)
-reads the whole batch's totals from the chunk (`BATCH_TOTALS`) so that its weight stays the batch's.
+reads the whole batch's totals from the chunk (`BATCH_TOTALS`) so that its weight stays the batch's. Randomized
+positions (`--random-positions`) are refused with K > 1: they are drawn per forward pass, for its length (check).
 
 Validation is not chunked (fairseq's validation batches are already length-sorted). K = 1, the default, leaves the
 batch as it is.
@@ -38,9 +39,15 @@ class BatchChunksConfig(FairseqDataclass):
                 "mix lengths); 1 (default): the batch as it is"})
 
 
-def check(k: int) -> None:
+def check(k: int, random_positions: int = 0) -> None:
+    """K, and what it cannot be combined with: randomized positions (--random-positions, Ruoss et al. 2023) are
+    drawn per forward pass for its length, so each chunk would draw its own, for its own length, and no longer the
+    whole batch's draw (not the same update, nor the same distribution of positions)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UsageError(f"--batch-chunks {k}: expected a positive whole number (1: no chunks)")
+    if k > 1 and random_positions:
+        raise UsageError(f"--batch-chunks {k} with --random-positions {random_positions}: each chunk would draw its "
+                         f"own positions for its own length, not the batch's: expected one of the two")
 
 
 def _take(value: Any, index: torch.Tensor, batch: int) -> Any:

@@ -62,8 +62,14 @@ _OTHER_SEARCHES = {"sampling": bool, "diverse_beam_groups": lambda v: v > 0, "di
 
 
 def check(args) -> None:
-    """One line for a generation option that --beam-stop bound does not implement (args: fairseq's generation
-    config)."""
+    """One line for a generation option that --beam-stop bound does not implement, or a value it cannot search
+    with (args: fairseq's generation config)."""
+    beam = getattr(args, "beam", 1)
+    if beam < 1:  # a traceback in the first step before (an audit, 2026-11-29)
+        raise UsageError(f"--beam {beam}: expected a positive width with --beam-stop bound (1: greedy)")
+    for flag, value in (("--lenpen", getattr(args, "lenpen", 1.0)), ("--unkpen", getattr(args, "unkpen", 0.0))):
+        if not math.isfinite(value):  # nan scored every hypothesis nan, and the empty output won
+            raise UsageError(f"{flag} {value}: expected a finite number with --beam-stop bound")
     for name, on in _OTHER_SEARCHES.items():
         value = getattr(args, name, None)
         if value is not None and on(value):

@@ -132,11 +132,18 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
                              f"/ --target-lang from: not a folder made by fairseq-compgen prep (a COGS tagging folder needs "
                              f"--task cogs_tagging)") from None
 
+    @classmethod
+    def check_training_flags(cls, args) -> None:
+        """The task's flags, checked by `fairseq-compgen train` before it writes anything (pipelines/train.py,
+        on all of fairseq-train's parsed options) and when the task is built (on its own config)."""
+        subset = getattr(args, "eval_comp_subset", None)
+        if subset and not getattr(args, "eval_comp", None):  # ignored in silence before
+            raise UsageError(f"--eval-comp-subset {subset} names the subset that --eval-comp's metadata is for: "
+                             f"expected --eval-comp FILE with it")
+        batch_chunks.check(getattr(args, "batch_chunks", 1), getattr(args, "random_positions", 0))
+
     def __init__(self, cfg, src_dict, tgt_dict):
-        if cfg.eval_comp_subset and not cfg.eval_comp:  # ignored in silence before
-            raise UsageError(f"--eval-comp-subset {cfg.eval_comp_subset} names the subset that --eval-comp's "
-                             f"metadata is for: expected --eval-comp FILE with it")
-        batch_chunks.check(cfg.batch_chunks)
+        self.check_training_flags(cfg)
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
         self._current_skipped = 0  # of the subset whose batches are being evaluated
@@ -212,6 +219,8 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
             raise UsageError(f"--arch {cfg.arch} is a COGS tagger (compgen_tagger): it trains with --task cogs_tagging "
                              f"--criterion cogs_tagging on a folder of `fairseq-compgen prep cogs_tagging`")
         guard(cfg, fingerprint(self.src_dict, self.tgt_dict), self.cfg.data, from_checkpoint, self)
+        if not from_checkpoint:  # the model's flags meet the task's (plain fairseq-train; train.py checked them before)
+            batch_chunks.check(self.cfg.batch_chunks, getattr(cfg, "random_positions", 0))
         return super().build_model(cfg, from_checkpoint)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
