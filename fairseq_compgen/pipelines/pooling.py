@@ -23,8 +23,8 @@ from fairseq_compgen.data.io import read_text_lines
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import by_length
 from fairseq_compgen.pipelines.evaluate import OUTPUTS
-from fairseq_compgen.pipelines.runner import EVAL_EXPECTED
-from fairseq_compgen.pipelines.sweep import DONE, DONE_EXPECTED, planned_settings, read_plan
+from fairseq_compgen.pipelines.runner import EVAL_EXPECTED, read_done
+from fairseq_compgen.pipelines.sweep import DONE, planned_settings, read_plan
 
 NO_SUBSET = "(no finished run)"  # the column of a dataset whose subsets are all implicit and that has no results
 
@@ -61,14 +61,6 @@ def read_metric(path: Path, metric: str) -> float:
         keys = ", ".join(result) if isinstance(result, dict) else type(result).__name__
         raise UsageError(f"{path} has no numeric {metric!r} (--metric {metric}); its keys: {keys}")
     return float(value)
-
-
-def read_done(folder: Path) -> dict:
-    """A run's done.json; a half-written or edited one (not a JSON object) is a UsageError naming it."""
-    done = read_json(folder / DONE, DONE_EXPECTED)
-    if not isinstance(done, dict):
-        raise UsageError(f"{folder / DONE}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
-    return done
 
 
 def finished(run: dict) -> bool:

@@ -35,6 +35,14 @@ DONE_EXPECTED = ("the JSON object a sweep writes when a run has finished; move i
                  "redo the run's evaluation")
 SETTINGS = "settings.json"
 LOCK = ".lock"
+
+
+def read_done(folder: Path) -> dict:
+    """A run's done.json; a half-written or edited one (not a JSON object) is a UsageError naming it."""
+    done = read_json(folder / DONE, DONE_EXPECTED)
+    if not isinstance(done, dict):
+        raise UsageError(f"{folder / DONE}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
+    return done
 # what a run folder records besides its checkpoints, done.json and eval/*.json: the sweep's settings, what
 # `fairseq-compgen train` wrote (command, launch, commit, machine, data; each call dated in *.history) and the log;
 # what travels with a run to another machine (campaign/carry.py, scripts/gpu_oneshot.sh)

@@ -91,7 +91,7 @@ from fairseq_compgen import recipes, scoring
 from fairseq_compgen.data.io import atomic_write_text
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import submit
-from fairseq_compgen.pipelines.runner import COMPGEN, DONE, DONE_EXPECTED, SETTINGS, Runner
+from fairseq_compgen.pipelines.runner import COMPGEN, DONE, SETTINGS, Runner, read_done
 from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
 
 
@@ -151,12 +151,9 @@ class Run:
     def is_done(self) -> bool:
         """The run has finished: its done.json is there (a half-written or edited one, not a JSON object, is a
         UsageError naming it rather than a finished run)."""
-        path = self.path / DONE
-        if not path.is_file():
+        if not (self.path / DONE).is_file():
             return False
-        done = read_json(path, DONE_EXPECTED)
-        if not isinstance(done, dict):
-            raise UsageError(f"{path}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
+        read_done(self.path)
         return True
 
     def settings(self) -> dict:
