@@ -18,9 +18,9 @@ TINY = dict(encoder_embed_dim=16, decoder_embed_dim=16, encoder_ffn_embed_dim=32
 MAX_LEN = 3  # outputs of at most 3 tokens, then EOS
 
 
-def _model(arch, seed=2):
+def _model(arch, seed=2, **flags):
     torch.manual_seed(seed)
-    model = build(arch, src_words=5, tgt_words=3, **TINY).eval()  # target: 4 specials + 3 words
+    model = build(arch, src_words=5, tgt_words=3, **TINY, **flags).eval()  # target: 4 specials + 3 words
     with torch.no_grad():  # sharper distributions than a fresh model's, so that outputs differ in length and tokens
         for p in model.decoder.parameters():
             p.mul_(2.0)
@@ -83,12 +83,14 @@ def test_the_presets_cover_every_model_class():
     assert {ARCH_MODEL_REGISTRY[a] for a in ARCHS} == {ARCH_MODEL_REGISTRY[a] for a in compgen_archs()}
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_a_beam_holding_every_prefix_finds_the_best_output(arch):
+@pytest.mark.parametrize("arch, flags", [(a, {}) for a in ARCHS] + [
+    ("rel_uni_transformer_scan", {"encoder_bos": True}),  # the encoder's start token (modules/encoder_bos.py),
+    ("ontanon_rel2_eb_c", {"encoder_bos": True})])        # also where the copy decoder must not copy it
+def test_a_beam_holding_every_prefix_finds_the_best_output(arch, flags):
     """With a beam as wide as the number of prefixes (5 ** 3), beam search is exhaustive: it must return the output
     the enumeration finds best, with its score, and positional scores that sum to it. This also checks that
     incremental decoding with beams reordered at every step equals the model's full forward pass."""
-    model = _model(arch)
+    model = _model(arch, **flags)
     sample = _sample(model)
     for options in (SETTINGS[0], SETTINGS[4]):
         hyps = _search(BoundedBeamSearch, model, 5 ** MAX_LEN, **options).generate([model], sample)
