@@ -36,13 +36,6 @@ DONE_EXPECTED = ("the JSON object a sweep writes when a run has finished; move i
 SETTINGS = "settings.json"
 LOCK = ".lock"
 
-
-def read_done(folder: Path) -> dict:
-    """A run's done.json; a half-written or edited one (not a JSON object) is a UsageError naming it."""
-    done = read_json(folder / DONE, DONE_EXPECTED)
-    if not isinstance(done, dict):
-        raise UsageError(f"{folder / DONE}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
-    return done
 # what a run folder records besides its checkpoints, done.json and eval/*.json: the sweep's settings, what
 # `fairseq-compgen train` wrote (command, launch, commit, machine, data; each call dated in *.history) and the log;
 # what travels with a run to another machine (campaign/carry.py, scripts/gpu_oneshot.sh)
@@ -51,6 +44,14 @@ RECORDS = (SETTINGS, "command.txt", "launch.txt", "commit.txt", "machine.txt", "
 # what of a finished run's eval/ folder travels with its records (scripts/campaign.sh, scripts/gpu_oneshot.sh,
 # campaign/gpu_import.py): each subset's result and the decoded outputs it was scored from (fairseq-compgen eval)
 EVAL_KEPT = ("*.json", f"*{OUTPUTS}")
+
+
+def read_done(folder: Path) -> dict:
+    """A run's done.json; a half-written or edited one (not a JSON object) is a UsageError naming it."""
+    done = read_json(folder / DONE, DONE_EXPECTED)
+    if not isinstance(done, dict):
+        raise UsageError(f"{folder / DONE}: a JSON {type(done).__name__}, not an object: expected {DONE_EXPECTED}")
+    return done
 
 
 def kept_eval_files(run: Path) -> List[Path]:
