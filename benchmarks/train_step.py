@@ -230,6 +230,10 @@ def main(argv=None):
           f"{'measured: bf16 autocast, reference: the same arch in fp32' if a.autocast else 'measured: --beam-stop bound, reference: the same arch and beam, fairseq SequenceGenerator' if a.beam_stop_bound else 'reference: ' + stock_name}")
     if previous:
         print(f"previous: {a.previous} ({previous['commit'][:12]}), its package under {previous['root']}")
+    installed, here = _installed_package(), Path(__file__).resolve().parents[1] / "fairseq_compgen"
+    if installed != here:  # a clone timed with another checkout's environment (a reviewer's found so, 2026-11-29)
+        print(f"note: this times the fairseq_compgen that Python imports, {installed}, not this checkout's ({here}); "
+              f"install this checkout (bash scripts/setup.sh, or pip install -e .) to time its code")
     timed = "decode ms" if a.decode else "step ms"
     print(f"{'arch':34s} {'params':>10s} {timed:>9s} {'x ' + ref_name:>8s} {'peak MB':>9s} {'x ' + ref_name:>8s}"
           + (f" {'x prev':>7s}" if previous else ""))
@@ -286,6 +290,14 @@ def _ratios(pairs) -> dict:
     """(measured, reference) rows of each round -> the median step-time ratio and each round's."""
     ratios = [x["step_ms"] / y["step_ms"] for x, y in pairs]
     return {"time_ratio": statistics.median(ratios), "time_ratios": [round(q, 3) for q in ratios]}
+
+
+def _installed_package() -> "Path | None":
+    """The fairseq_compgen folder the measuring subprocesses import (PYTHONPATH and the installed one), unimported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("fairseq_compgen")
+    return Path(spec.origin).resolve().parent if spec and spec.origin else None
 
 
 def _export_package(ref: str, root: str) -> dict:

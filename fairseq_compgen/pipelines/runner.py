@@ -200,7 +200,8 @@ class Runner:
         self.echo(f"train  {run.name}" + (f" (resuming after update {start})" if start else ""))
         rc = self._call(run.train_command(), run.path / "train.log", env, lock_fd)
         if rc != 0 and self.stopping:
-            self.echo(f"stopped {run.name}: interrupted during training; rerun the sweep to resume it")
+            self.echo(f"stopped {run.name}: interrupted during training; rerun the sweep to resume it (from its last "
+                      f"saved checkpoint; from the start if it saved none)")
             return {"run": run.name, "status": "stopped", "stage": "train"}
         if rc != 0:
             self.echo(f"FAILED {run.name}: training exited with {rc}{misuse(run.path / 'train.log')}; see "
