@@ -8,6 +8,7 @@
 #
 #   bash scripts/main.sh                        # ~13 minutes on 2 idle CPU cores after setup (2,000 updates each)
 #   MAIN_UPDATES=6000 MAIN_OUT=runs/main6000 bash scripts/main.sh   # longer: rel-uni's gen keeps rising (docs/results.md)
+#   MAIN_OUT=runs/main_random bash scripts/main.sh -- --random-batches   # after --: fairseq-train flags for both models
 #
 # MAIN_OUT must be new or empty: an earlier run's folder is never written over (choose another MAIN_OUT, or remove it).
 #
@@ -15,6 +16,11 @@
 # MAIN_SEED (default 1). The curve: MAIN_OUT/curve.png and MAIN_OUT/curve.json (benchmarks/time_to_accuracy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then
+  echo "main: unexpected argument '$1': expected none, or -- and fairseq-train flags for both models (e.g. -- --random-batches); settings are MAIN_* variables (this script's header)" >&2
+  exit 2
+fi
+extra=("${@:2}")  # the fairseq-train flags after --, passed to both trainers (benchmarks/time_to_accuracy.py)
 bash scripts/setup.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
@@ -27,10 +33,11 @@ fi
 archs=(compgen_transformer_scan rel_uni_transformer_scan)
 
 fairseq-compgen prep scan --split length_cutoff_26 --out data/scan
-echo "main: training ${archs[*]} for $updates updates each, side by side, one thread each (batch 256, lr 1e-3, Table 4)"
+echo "main: training ${archs[*]} for $updates updates each, side by side, one thread each (batch 256, lr 1e-3, Table 4)${extra[*]:+; with ${extra[*]}}"
 python benchmarks/time_to_accuracy.py "$data" --archs "${archs[@]}" --seeds "$seed" --updates "$updates" \
   --eval-every "$every" --threads 1 --runs "$out" --out "$out/curve" \
-  --title "SCAN length cutoff 26 (Csordás et al. 2021, Table 3): exact match during training"
+  --title "SCAN length cutoff 26 (Csordás et al. 2021, Table 3): exact match during training" \
+  -- ${extra[@]+"${extra[@]}"}
 for arch in "${archs[@]}"; do
   echo "main: evaluating $arch (checkpoint_last.pt: no early stopping) with greedy fairseq-generate"
   # fairseq's log lines go to the run's eval.log; on failure its end is shown, so no error is hidden

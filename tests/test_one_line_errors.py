@@ -728,3 +728,14 @@ def test_a_full_disk_or_a_file_size_limit_is_one_line_naming_the_file(code):
 
     line = _path_error_line(OSError(getattr(errno, code), os.strerror(getattr(errno, code)), "/out/run/train.log"))
     assert line.startswith(f"/out/run/train.log: {os.strerror(getattr(errno, code))} (") and "expected room" in line
+
+
+def test_the_main_job_refuses_an_argument_it_would_ignore_before_setting_up():
+    """scripts/main.sh takes MAIN_* variables, and fairseq-train flags for both models only after `--`: a flag given
+    without `--` (as `bash scripts/main.sh --random-batches`) once ran the default job and said nothing."""
+    p = subprocess.run(["bash", "scripts/main.sh", "--random-batches"], cwd=REPO, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
+    assert p.stderr.splitlines() == ["main: unexpected argument '--random-batches': expected none, or -- and "
+                                     "fairseq-train flags for both models (e.g. -- --random-batches); settings are "
+                                     "MAIN_* variables (this script's header)"]

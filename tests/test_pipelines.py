@@ -293,11 +293,11 @@ def test_aggregate_pools_folders_of_one_sweep_and_refuses_what_differs(tmp_path)
     """Seeds of one sweep run into two folders (another day, another machine) make one cell; a seed finished in
     both, runs trained with other options, or folders of different sweeps are refused with one line."""
     def command(lr="1e-3", fmt="simple", data="/a/data/bin"):
-        # machine- and run-specific words differ (data path, --user-dir, --log-format, --cpu), the protocol not
+        # machine- and run-specific words differ (data path, --user-dir, logging options, --cpu), the protocol not
         return lambda seed, folder: (f"fairseq-train {data} --user-dir {folder.parent} --arch compgen_transformer "
                                      f"--optimizer adam --adam-betas '(0.9, 0.98)' --lr {lr} --optimizer adam "
                                      f"--log-format {fmt} --save-dir {folder} --seed {seed}"
-                                     + (" --cpu" if fmt == "json" else ""))
+                                     + (" --cpu --log-interval 10 --no-progress-bar" if fmt == "json" else ""))
 
     first, later = tmp_path / "first", tmp_path / "later"
     _fake_sweep(first, {("scan", "a"): {1: {"gen": 0.2}, 2: {"gen": 0.4}, 3: None}}, command=command())

@@ -114,8 +114,10 @@ def run_log(folder: Path) -> Path:
 
 
 # fairseq-train options that differ between runs of one cell by design: where it ran and what it logged
-RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--log-format", "--tensorboard-logdir", "--wandb-project",
-                "--cpu", "--num-workers"}
+# where a run writes and how it logs (fairseq's logging options: CommonConfig), not what it trains
+LOGGING = {"--log-format", "--log-interval", "--log-file", "--no-progress-bar", "--tensorboard-logdir", "--wandb-project",
+           "--aim-repo", "--aim-run-hash", "--azureml-logging"}
+RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--cpu", "--num-workers"} | LOGGING
 
 
 def train_options(command: Path) -> Dict[str, object]:
