@@ -14,8 +14,11 @@ OUTPUTS: the decoded outputs a run keeps (eval/SUBSET.outputs.gz, or a fairseq-g
 T- (reference) and first H- (hypothesis) lines; exact match as `fairseq-compgen score exact_match`. DATA: the data
 folder the checkpoint trained on (its dictionaries). The checkpoint is read by fairseq's loader through this package's
 safe loader (fairseq_compgen/checkpoint_loading.py); a word its dictionaries lack (the outputs of a run on other
-data) is refused, never scored as <unk>. Prints the counts, and the wrong examples by reference length;
---json writes them (through a temporary name).
+data) is refused, never scored as <unk>. Outputs decoded with the references' length limits are refused too
+(check_length_limit): fairseq-compgen eval's greedy exact-match decoding stops each batch at its longest reference,
+so an output cut there ends in a forced EOS that counts against it; decode again with --generate-flags
+"--max-len-b 200" (fairseq's own limit). Prints the counts, and the wrong examples by reference length; --json writes
+them (through a temporary name).
 """
 import argparse
 import json
@@ -43,6 +46,27 @@ def wrong_examples(path: str) -> Tuple[int, List[Tuple[int, List[str], List[str]
         raise UsageError(f"{name}: no source line for {len(missing)} of {len(refs)} examples (e.g. id {missing[0]}): "
                          f"expected the S-, T- and H- lines of the whole decoded subset")
     return n, [(i, sources[i], hyps[i], refs[i]) for i in sorted(wrong)]
+
+
+def check_length_limit(path: str) -> None:
+    """UsageError when the outputs at `path` were decoded with the references' length limits: eval/SUBSET.outputs.gz
+    beside a SUBSET.json whose "max_len" says so or that has none (every eval before 2026-11-29 set them), or a
+    fairseq-generate output whose printed config has max_len_from_target True."""
+    outputs = Path(path)
+    record = outputs.with_name(outputs.name[: -len(".outputs.gz")] + ".json") if outputs.name.endswith(
+        ".outputs.gz") else None
+    fix = ("an output cut there ends in a forced EOS that counts against it: decode again with --generate-flags "
+           "\"--max-len-b 200\" (fairseq's own limit) and classify those outputs")
+    if record is not None and record.is_file():
+        limit = json.loads(record.read_text(encoding="utf-8")).get("max_len")
+        if limit is None or limit.get("from_references"):
+            when = " (as every evaluation before 2026-11-29 did)" if limit is None else ""
+            raise UsageError(f"{record}: these outputs were decoded with each batch stopped at its longest "
+                             f"reference{when}; {fix}")
+    elif not outputs.name.endswith(".gz") and outputs.is_file() and \
+            "'max_len_from_target': True" in outputs.read_text(encoding="utf-8", errors="replace"):
+        raise UsageError(f"{outputs}: decoded with --max-len-from-target (each batch stopped at its longest "
+                         f"reference); {fix}")
 
 
 def check_batch_size(batch_size: int) -> None:
@@ -123,6 +147,7 @@ def main(argv=None) -> None:
     p.add_argument("--json", help="also write the counts here")
     a = p.parse_args(argv)
     check_batch_size(a.batch_size)  # before the checkpoint loads
+    check_length_limit(a.outputs)
     n, wrong = wrong_examples(a.outputs)
     model, src_dict, tgt_dict = load(a.checkpoint, a.data)
     check_words(src_dict, tgt_dict, wrong, a.outputs)

@@ -115,6 +115,8 @@ def test_compgen_eval_scores_gen(trained, scan):
     assert r["n"] == 2624, out
     assert "gen" in out and "exact-match accuracy" in out
     assert r["generate_flags"] == "" and "note: --beam" not in out  # greedy, eval's own flags only
+    # greedy exact match: each batch stops at its longest reference + EOS (SCAN length's gen: 48 actions at most)
+    assert r["max_len"] == {"from_references": True, "max_len_b": 49}
     # the accuracy counted independently from the generate output eval kept: hypothesis == reference, token for token
     gen = (save / "eval" / "gen.generate.txt").read_text()
     H = {m.group(1): m.group(2).split() for m in re.finditer(r"^H-(\d+)\t\S+\t?(.*)$", gen, flags=re.M)}
@@ -143,24 +145,39 @@ def test_compgen_eval_scores_gen(trained, scan):
 
 def test_eval_with_beam_search_says_so_and_records_its_flags(trained, scan, tmp_path):
     """--generate-flags reach fairseq-generate and the result JSON records them; a --beam over 1 with exact match
-    prints the note on fairseq's beam search ending a sentence once that many hypotheses have ended."""
-    from fairseq_compgen.pipelines.evaluate import requested_beam
+    prints the note on fairseq's beam search ending a sentence once that many hypotheses have ended. A beam decodes
+    to fairseq's length limit or the user's, never to one read from the references (where outputs are cut changes
+    which hypothesis a beam returns: a bound beam of 4 found 1,530 exact matches with the references' limits and
+    1,096 without, 2026-11-29)."""
+    from fairseq_compgen.pipelines.evaluate import length_limit, requested_beam
 
     save, _ = trained
     out = run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path,
-               "--generate-flags", "--beam 2 --lenpen 1.5"])
+               "--generate-flags", "--beam 2 --lenpen 1.5 --max-len-b 60"])
     r = json.loads((tmp_path / "valid.json").read_text())
-    assert r["generate_flags"] == "--beam 2 --lenpen 1.5" and r["n"] == 1828
+    assert r["generate_flags"] == "--beam 2 --lenpen 1.5 --max-len-b 60" and r["n"] == 1828
     assert "note: --beam 2 with an exact-match metric" in out
     assert "'beam': 2" in (tmp_path / "valid.generate.txt").read_text()  # fairseq-generate's config as it ran
+    assert r["max_len"] == {"from_references": False, "max_len_a": 0.0, "max_len_b": 60}  # the user's limit
+    assert "'max_len_from_target': False" in (tmp_path / "valid.generate.txt").read_text()
+    greedy = (["--max-len-a", "0", "--max-len-b", "49", "--max-len-from-target"], {"from_references": True,
+                                                                                   "max_len_b": 49})
+    assert length_limit("exact_match", [], 49) == length_limit("exact_match", ["--beam", "1", "--cpu"], 49) == greedy
+    for metric, flags, b in [("exact_match", "--beam 4", 200), ("exact_match", "--beam 1 --beam-stop bound", 200),
+                             ("exact_match", "--sampling", 200), ("exact_match", "--max-len-b 30", 30),
+                             ("bleu", "", 200), ("comp", "--beam 5 --max-len-b 300", 300)]:
+        assert length_limit(metric, flags.split(), 49) == ([], {"from_references": False, "max_len_a": 0.0,
+                                                                "max_len_b": b}), (metric, flags)
     assert [requested_beam(f.split()) for f in ("", "--beam 4", "--beam=3 --cpu", "--nbest 2", "--beam x",
                                                 "--beam 4 --beam-stop bound")] == \
         [(1, "fairseq"), (4, "fairseq"), (3, "fairseq"), (1, "fairseq"), (1, "fairseq"), (4, "bound")]
     # --beam-stop bound (tasks/beam_stop.py) reaches fairseq-generate through the task's flags: no note, and on the
-    # same beams no sentence's output scores below the one fairseq's search returned
+    # same beams (the same length limit) no sentence's output scores below the one fairseq's search returned
     out = run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path / "bound",
-               "--generate-flags", "--beam 2 --lenpen 1.5 --beam-stop bound"])
-    assert "note: --beam" not in out and json.loads((tmp_path / "bound" / "valid.json").read_text())["n"] == 1828
+               "--generate-flags", "--beam 2 --lenpen 1.5 --beam-stop bound --max-len-b 60"])
+    bound_record = json.loads((tmp_path / "bound" / "valid.json").read_text())
+    assert "note: --beam" not in out and bound_record["n"] == 1828
+    assert bound_record["max_len"] == {"from_references": False, "max_len_a": 0.0, "max_len_b": 60}  # the user's
 
     def scores(path):  # H-<id> <score> <tokens>: the score of each sentence's best hypothesis
         return {m[1]: float(m[2]) for m in re.finditer(r"^H-(\d+)\t(\S+)", path.read_text(), flags=re.M)}

@@ -1,6 +1,7 @@
 """campaign/search_errors.py: search errors (the model prefers the reference to what was decoded) and model errors,
 with sequence log-probabilities checked against step-by-step decoding."""
 import gzip
+import json
 import importlib.util
 from pathlib import Path
 
@@ -96,3 +97,29 @@ def test_outputs_of_another_vocabulary_and_a_batch_size_below_one_are_refused():
             search_errors.sequence_log_probs(model, src_dict, tgt_dict, [(["w1"], ["w2"])], batch_size=size)
         with pytest.raises(UsageError, match=f"--batch-size {size}"):  # before anything is read
             search_errors.main(["missing.pt", "missing_data", "missing.outputs.gz", "--batch-size", str(size)])
+
+
+def test_outputs_decoded_to_the_references_length_limits_are_refused(tmp_path):
+    """An output cut at its batch's longest reference ends in a forced EOS that counts against it, so such outputs
+    (eval's greedy exact-match decoding, and every eval before 2026-11-29) cannot be classified."""
+    outputs = tmp_path / "gen.outputs.gz"
+    outputs.write_bytes(gzip.compress(b"S-0\tw1\nT-0\tw2\nH-0\t-0.5\tw3\n"))
+    record = tmp_path / "gen.json"
+    for limit, when in ((None, r" \(as every evaluation before 2026-11-29 did\)"),
+                        ({"from_references": True, "max_len_b": 49}, "")):
+        record.write_text(json.dumps({"n": 1} if limit is None else {"n": 1, "max_len": limit}))
+        with pytest.raises(UsageError, match=f"gen.json: these outputs were decoded with each batch stopped at its "
+                                             f"longest reference{when}; .*--max-len-b 200"):
+            search_errors.check_length_limit(str(outputs))
+    record.write_text(json.dumps({"n": 1, "max_len": {"from_references": False, "max_len_a": 0.0, "max_len_b": 200}}))
+    search_errors.check_length_limit(str(outputs))
+    record.unlink()
+    search_errors.check_length_limit(str(outputs))  # no record beside it: nothing says how it was decoded
+    generated = tmp_path / "gen.generate.txt"
+    for flag, refused in (("True", True), ("False", False)):
+        generated.write_text(f"{{'max_len_from_target': {flag}}}\nS-0\tw1\n")
+        if refused:
+            with pytest.raises(UsageError, match="gen.generate.txt: decoded with --max-len-from-target"):
+                search_errors.check_length_limit(str(generated))
+        else:
+            search_errors.check_length_limit(str(generated))

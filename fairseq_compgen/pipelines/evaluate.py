@@ -22,9 +22,15 @@ A SUBSET.json there of another checkpoint (another name or content, or one that 
 Decoding:
 * seq2seq (task compgen): fairseq-generate, greedy (--beam 1), --min-len 0 (fairseq forbids EOS at the first step
   by default, which would give an empty prediction a second chance; Csordás et al.'s greedy decoding and the
-  task's validation `accuracy` have no minimum length), at most the subset's longest reference + EOS
-  (--max-len-b, and --max-len-from-target per batch: a longer output cannot be an exact match, and an untrained
-  model that never emits EOS would otherwise decode to the limit);
+  task's validation `accuracy` have no minimum length). Output length (length_limit): greedy decoding scored by
+  exact match stops at the subset's longest reference + EOS (--max-len-b) and each batch at its own
+  (--max-len-from-target): a longer output cannot be an exact match and greedy tokens do not depend on where
+  decoding stops, so the exact matches are an unbounded decoding's, sooner (an untrained model that never emits EOS
+  would otherwise decode to the limit). Any other decoding (a beam, sampling, --metric bleu or comp, or the user's
+  own --max-len-a/-b) gets fairseq's limit or the user's, none read from the references: where outputs are cut
+  changes which hypothesis a beam returns and what BLEU or COMP scores, so a limit from the references would let
+  them choose (2026-11-29: a bound beam of 4 on a Linear Transformer found 1,530 exact matches with the
+  references' limits and 1,096 without). The record's "max_len" says which;
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
 --generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu). A --beam
@@ -201,9 +207,36 @@ def requested_beam(extra: Sequence[str]) -> Tuple[int, str]:
         return 1, "fairseq"
 
 
-def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool, batch_size: int,
+FAIRSEQ_MAX_LEN = (0.0, 200)  # fairseq-generate's own --max-len-a and --max-len-b
+
+
+def length_limit(metric: str, extra: Sequence[str], maxlen: int) -> Tuple[List[str], dict]:
+    """The output-length flags of a seq2seq decoding (before the user's --generate-flags) and the record of them:
+    the references' limits only for greedy decoding scored by exact match with no length flag of the user's (the
+    module docstring says why); else none, so fairseq's own or the user's --max-len-a/-b hold. `maxlen`: the
+    subset's longest reference in tokens + EOS."""
+    p = argparse.ArgumentParser(add_help=False)
+    for flag, default in zip(("--max-len-a", "--max-len-b"), FAIRSEQ_MAX_LEN):
+        p.add_argument(flag, type=type(default), default=None)
+    p.add_argument("--sampling", action="store_true")
+    try:
+        known = p.parse_known_args(list(extra))[0]
+    except SystemExit:  # a value fairseq's parser rejects: it says so when generate parses the flags
+        known = argparse.Namespace(max_len_a=None, max_len_b=None, sampling=False)
+    own = known.max_len_a is not None or known.max_len_b is not None
+    beam, stop = requested_beam(extra)
+    if metric == "exact_match" and beam == 1 and stop == "fairseq" and not known.sampling and not own:
+        return (["--max-len-a", "0", "--max-len-b", str(maxlen), "--max-len-from-target"],
+                {"from_references": True, "max_len_b": maxlen})
+    a, b = (FAIRSEQ_MAX_LEN[0] if known.max_len_a is None else known.max_len_a,
+            FAIRSEQ_MAX_LEN[1] if known.max_len_b is None else known.max_len_b)
+    return [], {"from_references": False, "max_len_a": a, "max_len_b": b}
+
+
+def generate_seq2seq(ckpt: Path, data: Path, subset: str, length: Sequence[str], cpu: bool, batch_size: int,
                      extra: Sequence[str], out: Path) -> None:
-    """fairseq-generate, in this process, writing its output (S/T/H lines and its log) to `out`."""
+    """fairseq-generate, in this process, writing its output (S/T/H lines and its log) to `out`; `length`: the
+    output-length flags of length_limit."""
     from fairseq import options
     from fairseq_cli import generate
 
@@ -211,8 +244,7 @@ def generate_seq2seq(ckpt: Path, data: Path, subset: str, maxlen: int, cpu: bool
 
     fairseq_compgen.register()
     args = [str(data), "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path", str(ckpt),
-            "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", "--max-len-a", "0",
-            "--max-len-b", str(maxlen), "--max-len-from-target", "--batch-size", str(batch_size),
+            "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", *length, "--batch-size", str(batch_size),
             "--required-batch-size-multiple", "1", *(["--cpu"] if cpu else []), *extra]
     parsed = options.parse_args_and_arch(options.get_generation_parser(), input_args=args)
     def reset_logging():  # fairseq-generate sends its log to its output stream, configured once per process
@@ -296,11 +328,19 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
             try:
                 if tagging:
                     n = generate_tagging(ckpt, data, subset, cpu, batch_size, extra, tmps[0])
+                    limit = None
                 else:
                     n, maxlen = reference_stats(data, subset)
-                    generate_seq2seq(ckpt, data, subset, maxlen, cpu, batch_size, extra, tmps[0])
+                    length, limit = length_limit(metric, extra, maxlen)
+                    if not limit["from_references"] and limit["max_len_a"] == 0 and limit["max_len_b"] < maxlen - 1:
+                        print(f"note: {subset}'s outputs are limited to {limit['max_len_b']} tokens (--max-len-b), "
+                              f"fewer than its longest reference ({maxlen - 1} and EOS): pass --generate-flags "
+                              f"\"--max-len-b {maxlen}\" or more", file=sys.stderr)
+                    generate_seq2seq(ckpt, data, subset, length, cpu, batch_size, extra, tmps[0])
                 tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
                 r = score(metric, generated, data, subset, n, tmps[1]) | record | {"generate_flags": shlex.join(extra)}
+                if limit is not None:
+                    r["max_len"] = limit
                 r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
                                   "cpu_seconds": round(time.process_time() - cpu_start, 1)}
                 tmps[2].write_text(json.dumps(r, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -19,8 +19,8 @@ hypothesis scores at least the best score any live one could still reach:
 * with fairseq's normalization, score = sum of log-probabilities / length ** lenpen (length with EOS), a live
   hypothesis of raw score s <= 0 can reach at most s / L ** lenpen at the most favourable length L it can still end
   at (the longest, max_len + 1, for lenpen >= 0; the shortest, for lenpen < 0). That bound is loose, so with
-  normalization most sentences decode to max_len: exact, and slower (fairseq-compgen eval bounds max_len by the
-  longest reference, --max-len-from-target).
+  normalization most sentences decode to max_len: exact, and slower (fairseq-compgen eval gives a beam fairseq's
+  --max-len-b 200 or the user's, never a limit read from the references: pipelines/evaluate.py, length_limit).
 
 Scores, min/max length, --unkpen, --temperature and --lenpen mean what they mean to SequenceGenerator, and the
 hypotheses come in its format. What it returns is, per sentence, the best hypotheses a beam of that width holds (its

@@ -69,8 +69,9 @@ class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig, Batc
         default=False,
         metadata={"help": "fairseq-generate with references: decode each batch for at most its longest reference + 1 "
                           "tokens (a longer hypothesis cannot be an exact match; an early checkpoint that never emits "
-                          "EOS would otherwise decode to --max-len-b in every batch). The references set only where "
-                          "decoding stops, never which tokens are chosen. fairseq-compgen eval sets it"},
+                          "EOS would otherwise decode to --max-len-b in every batch). Exact for greedy decoding "
+                          "scored by exact match, where fairseq-compgen eval sets it; not for a beam, sampling, BLEU "
+                          "or COMP, where the cut changes which hypothesis is returned or what is scored"},
     )
     allow_dropping_train_examples: bool = field(
         default=False,
