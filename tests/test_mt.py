@@ -12,6 +12,7 @@ import pytest
 
 from fairseq_compgen.data import flores, iwslt14, noun_adj
 from fairseq_compgen.data.io import DataError
+from fairseq_compgen.scoring.exact_match import ScoringError
 from fairseq_compgen.scoring import bleu, comp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -355,3 +356,17 @@ def test_iwslt_and_europarl_invalid_utf8_name_file_and_line(tmp_path):
     (tmp_path / "a.fr").write_bytes(b"Bonjour .\nUne nouvelle institution \xe9tait .\n")
     with pytest.raises(DataError, match=r"a\.fr:2: UTF-8 text"):
         noun_adj.read_europarl(tmp_path / "a.en", tmp_path / "a.fr")
+
+
+def test_bleu_refuses_a_missing_sentence_and_labels_what_it_scored(tmp_path):
+    """Sentences fairseq-generate skipped are never left out in silence (eval passes the subset's size), and text
+    without subword marks (fairseq's --remove-bpe already applied: still Moses-tokenized) is not called detokenized."""
+    out = tmp_path / "gen.txt"
+    out.write_text("T-0\tthe cat\nH-0\t-0.1\tthe cat\nT-1\ta dog@@ s\nH-1\t-0.2\ta dog@@ s\n")
+    assert bleu.main([str(out), "--expected-count", "2"])["label"] == "detokenized BLEU (sacrebleu)"
+    with pytest.raises(ScoringError, match=r"gen.txt: 2 sentences scored, expected 3"):
+        bleu.main([str(out), "--expected-count", "3"])
+    from fairseq_compgen import scoring
+    assert scoring.get("bleu").eval_argv(out, tmp_path, "gen", 3) == [str(out), "--expected-count", "3"]
+    plain = bleu.score(["the cat sat ."], ["the cat sat ."])
+    assert plain["subword"] == "none" and plain["label"].startswith("BLEU (sacrebleu, on the text as decoded")

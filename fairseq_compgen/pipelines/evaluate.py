@@ -33,7 +33,8 @@ Decoding:
   references' limits and 1,096 without). The record's "max_len" says which;
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
---generate-flags are added to fairseq-generate's (e.g. "--beam 5 --remove-bpe" for MT with --metric bleu). A --beam
+--generate-flags are added to fairseq-generate's (e.g. "--beam 5" for MT with --metric bleu: its scorer removes subwords and detokenizes; with fairseq's own
+--remove-bpe it finds no subword marks and scores the Moses-tokenized text as it is, and says so). A --beam
 over 1 with exact_match or comp prints a note to stderr, unless the flags hold `--beam-stop bound`: fairseq's beam
 search ends a sentence once that many hypotheses have ended, whatever their scores, which costs a confident model most
 of its exact matches (BEAM_NOTE; tasks/beam_stop.py, the search that ends a sentence only when it is decided).

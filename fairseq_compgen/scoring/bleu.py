@@ -1,7 +1,7 @@
 """BLEU of fairseq-generate output with sacrebleu (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
 
     python -m fairseq_compgen.scoring.bleu GENERATE_LOG [--remove-bpe auto|none|sentencepiece|subword_nmt]
-        [--detok auto|none|moses] [--lang en] [--tokenized] [--json OUT.json]
+        [--detok auto|none|moses] [--lang en] [--tokenized] [--json OUT.json] [--expected-count N]
 
 Default: **detokenized BLEU** -- subword units removed (``auto``: sentencepiece if the text has ``▁``,
 subword-nmt if it has ``@@ ``), Moses-detokenized when the text was Moses-tokenized (``--detok moses``;
@@ -12,7 +12,10 @@ subword-nmt if it has ``@@ ``), Moses-detokenized when the text was Moses-tokeni
 the whitespace tokens after subword removal, no detokenization: the number fairseq's recipes and
 Guzmán et al. (2019) report (for En->Ne/Si they tokenize with the Indic NLP tokenizer first, which is
 not applied here).  T-/H- lines are read as in :mod:`fairseq_compgen.scoring.exact_match` (run
-fairseq-generate without ``--post-process`` or with it: already-removed subwords are left alone).
+fairseq-generate without ``--post-process`` or with it: already-removed subwords are left alone; but text whose
+subword-nmt units fairseq removed is still Moses-tokenized, and ``auto`` cannot tell it from detokenized text: it is
+scored as it is and labelled so). ``--expected-count N`` (``fairseq-compgen eval`` passes the subset's size): fail
+unless exactly N sentences are scored, so that sentences fairseq-generate skipped are never left out in silence.
 """
 
 from __future__ import annotations
@@ -73,7 +76,14 @@ def score(hyps: List[str], refs: List[str], remove: str = "auto", detok: str = "
         raise ValueError(f"unknown detokenizer {detok!r}")
     metric = BLEU(tokenize="none" if tokenized else "13a")
     res = metric.corpus_score(hyps, [refs])
-    label = "tokenized BLEU (tokenize=none, on whitespace tokens)" if tokenized else "detokenized BLEU (sacrebleu)"
+    if tokenized:
+        label = "tokenized BLEU (tokenize=none, on whitespace tokens)"
+    elif subword == "none" and detok == "none":
+        # no subword marks: text detokenized already, or Moses-tokenized text whose BPE fairseq-generate's
+        # --remove-bpe removed; the scorer cannot tell which, so the label says what was scored
+        label = "BLEU (sacrebleu, on the text as decoded: no subword marks found, nothing detokenized)"
+    else:
+        label = "detokenized BLEU (sacrebleu)"
     return {"bleu": res.score, "label": label, "signature": str(metric.get_signature()), "n": len(hyps),
             "subword": subword, "detok": detok, "str": str(res), "sacrebleu_version": sacrebleu.__version__}
 
@@ -87,8 +97,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     p.add_argument("--tokenized", action="store_true",
                    help="TOKENIZED BLEU (tokenize=none, no detokenization), as reported for En->Ne/Si in FLoRes")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+    p.add_argument("--expected-count", type=int, help="fail unless exactly this many sentences are scored")
     args = p.parse_args(argv)
-    ids, hyps, refs = read_pairs(*read_generate_output(args.generate_log))
+    lines, source = read_generate_output(args.generate_log)
+    ids, hyps, refs = read_pairs(lines, source)
+    if args.expected_count is not None and len(ids) != args.expected_count:  # e.g. fairseq-generate skipped some
+        raise ScoringError(f"{source}: {len(ids)} sentences scored, expected {args.expected_count}")
     result = score(hyps, refs, args.remove_bpe, args.detok, args.lang, args.tokenized)
     print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences")
     print(f"signature: {result['signature']}")
@@ -101,7 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
 register(Scorer(
     name="bleu", key="bleu", label="BLEU", paper='Post (2018), "A Call for Clarity in Reporting BLEU Scores"',
     help="sacrebleu BLEU, detokenized by default (--tokenized: tokenized BLEU)",
-    main=main, eval_argv=lambda generated, data, subset, n: [str(generated)],
+    main=main, eval_argv=lambda generated, data, subset, n: [str(generated), "--expected-count", str(n)],
 ))
 
 if __name__ == "__main__":
