@@ -1,7 +1,7 @@
 """Search errors or model errors: for each wrong hypothesis a run decoded, does the model itself prefer the reference?
 
-    python campaign/search_errors.py CHECKPOINT DATA results/campaign/<sweep>/<dataset>/<config>/seedK/eval/gen.outputs.gz
-    python campaign/search_errors.py CHECKPOINT DATA OUTPUTS --json /tmp/gen_search_errors.json
+    fairseq-compgen eval CHECKPOINT DATA gen --cpu --generate-flags "--max-len-b 200" --out /tmp/gen200
+    python campaign/search_errors.py CHECKPOINT DATA /tmp/gen200/gen.outputs.gz [--json /tmp/gen_search_errors.json]
 
 A wrong output is a *search error* when the model gives the reference a higher probability than the output it
 decoded (a better search would have found the reference; greedy decoding and beam search do not search the whole

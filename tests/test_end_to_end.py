@@ -233,10 +233,22 @@ def test_bad_scan_file_gives_file_and_line(tmp_path):
 
 
 def test_search_errors_of_a_run_count_every_wrong_output(trained, scan, tmp_path):
-    """campaign/search_errors.py on a trained checkpoint and the outputs eval kept: every wrong output is a search
-    error or a model error, and the wrong ones are those eval counted."""
+    """campaign/search_errors.py on a trained checkpoint and the outputs eval kept, decoded to fairseq's length limit:
+    every wrong output is a search error or a model error, and the wrong ones are those eval counted. The outputs of
+    eval's default greedy decoding (each batch stopped at its longest reference) are refused in one line, and have
+    the same exact matches: greedy tokens do not depend on where decoding stops."""
     save, _ = trained
-    run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path])
+    run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path / "capped"])
+    p = subprocess.run([sys.executable, REPO / "campaign" / "search_errors.py", save / "checkpoint_last.pt", scan,
+                        tmp_path / "capped" / "valid.outputs.gz"], capture_output=True, text=True)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1].endswith("decode again with --generate-flags \"--max-len-b 200\" "
+                                                      "(fairseq's own limit) and classify those outputs"), p.stderr
+    run([*COMPGEN, "eval", save / "checkpoint_last.pt", scan, "valid", "--cpu", "--out", tmp_path,
+         "--generate-flags", "--max-len-b 200"])
+    capped = json.loads((tmp_path / "capped" / "valid.json").read_text())
+    assert {k: capped[k] for k in ("correct", "per_length")} == {
+        k: json.loads((tmp_path / "valid.json").read_text())[k] for k in ("correct", "per_length")}
     out = run([sys.executable, REPO / "campaign" / "search_errors.py", save / "checkpoint_last.pt", scan,
                tmp_path / "valid.outputs.gz", "--json", tmp_path / "errors.json"])
     result, scored = (json.loads((tmp_path / name).read_text()) for name in ("errors.json", "valid.json"))
