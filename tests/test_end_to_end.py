@@ -148,7 +148,7 @@ def test_eval_with_beam_search_says_so_and_records_its_flags(trained, scan, tmp_
     prints the note on fairseq's beam search ending a sentence once that many hypotheses have ended. A beam decodes
     to fairseq's length limit or the user's, never to one read from the references (where outputs are cut changes
     which hypothesis a beam returns: a bound beam of 4 found 1,530 exact matches with the references' limits and
-    1,096 without, 2026-11-29)."""
+    1,089 with fairseq's, 2026-11-29)."""
     from fairseq_compgen.pipelines.evaluate import length_limit, requested_beam
 
     save, _ = trained

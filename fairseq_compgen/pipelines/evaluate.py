@@ -30,11 +30,12 @@ Decoding:
   own --max-len-a/-b) gets fairseq's limit or the user's, none read from the references: where outputs are cut
   changes which hypothesis a beam returns and what BLEU or COMP scores, so a limit from the references would let
   them choose (2026-11-29: a bound beam of 4 on a Linear Transformer found 1,530 exact matches with the
-  references' limits and 1,096 without). The record's "max_len" says which;
+  references' limits and 1,089 with fairseq's). The record's "max_len" says which;
 * COGS tagging (a `fairseq-compgen prep cogs_tagging` folder with <subset>.parent files): the compgen_tagger is decoded
   by fairseq_compgen.tasks.cogs_tagging_generate, which prints the same S/T/H format.
---generate-flags are added to fairseq-generate's (e.g. "--beam 5" for MT with --metric bleu: its scorer removes subwords and detokenizes; with fairseq's own
---remove-bpe it finds no subword marks and scores the Moses-tokenized text as it is, and says so). A --beam
+--generate-flags are added to fairseq-generate's (e.g. "--beam 5" for MT with --metric bleu: its scorer removes
+subwords and detokenizes; with fairseq's own --remove-bpe it finds no subword marks and scores the Moses-tokenized
+text as it is, and says so). A --beam
 over 1 with exact_match or comp prints a note to stderr, unless the flags hold `--beam-stop bound`: fairseq's beam
 search ends a sentence once that many hypotheses have ended, whatever their scores, which costs a confident model most
 of its exact matches (BEAM_NOTE; tasks/beam_stop.py, the search that ends a sentence only when it is decided).
@@ -245,7 +246,8 @@ def generate_seq2seq(ckpt: Path, data: Path, subset: str, length: Sequence[str],
 
     fairseq_compgen.register()
     args = [str(data), "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path", str(ckpt),
-            "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", *length, "--batch-size", str(batch_size),
+            "--gen-subset", subset, "--beam", "1", "--nbest", "1", "--min-len", "0", *length,
+            "--batch-size", str(batch_size),
             "--required-batch-size-multiple", "1", *(["--cpu"] if cpu else []), *extra]
     parsed = options.parse_args_and_arch(options.get_generation_parser(), input_args=args)
     def reset_logging():  # fairseq-generate sends its log to its output stream, configured once per process

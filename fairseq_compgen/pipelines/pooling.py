@@ -113,10 +113,10 @@ def run_log(folder: Path) -> Path:
     return log if log.is_file() or not (Path(folder) / EXPORTED_LOG).is_file() else Path(folder) / EXPORTED_LOG
 
 
-# fairseq-train options that differ between runs of one cell by design: where it ran and what it logged
-# where a run writes and how it logs (fairseq's logging options: CommonConfig), not what it trains
-LOGGING = {"--log-format", "--log-interval", "--log-file", "--no-progress-bar", "--tensorboard-logdir", "--wandb-project",
-           "--aim-repo", "--aim-run-hash", "--azureml-logging"}
+# fairseq-train options that differ between runs of one cell by design: where it ran and what it logged (all of
+# fairseq's logging options, CommonConfig's), not what it trains
+LOGGING = {"--log-format", "--log-interval", "--log-file", "--no-progress-bar", "--tensorboard-logdir",
+           "--wandb-project", "--aim-repo", "--aim-run-hash", "--azureml-logging"}
 RUN_SPECIFIC = {"--save-dir", "--seed", "--user-dir", "--cpu", "--num-workers"} | LOGGING
 
 
