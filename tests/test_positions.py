@@ -13,6 +13,7 @@ from fairseq_compgen.models.compgen_transformer import CompgenTransformerModel
 from fairseq_compgen.modules.attention import MultiheadAttention
 from fairseq_compgen.modules.positions import DECODER_SELF, ENCODER_SELF, ENCODINGS, build_attention_position
 from fairseq_compgen.modules.positions import registry
+from fairseq_compgen.modules.positions.cope import ContextualPositions
 from model_helpers import build
 
 PAD = 1
@@ -309,7 +310,19 @@ COMBOS = [(a, {}) for a in NEW_PRESETS] + [
     # random_positions: the combination builds and decodes; decoding is evaluation, where positions are plain (the
     # sampled positions are checked in training mode: test_encoding_matches_its_formula, test_random_positions_*)
     ("cope_transformer_scan", dict(universal=True, encoder_self_attn_pos="fire", random_positions=64)),
+    # FIRE's normaliser psi(max(L, i)) past its threshold: with the default L0 = 16 six steps never leave psi(16)
+    ("fire_transformer_scan", dict(fire_threshold=2.0)),
 ]
+
+
+def _random_cope_tables(model):
+    """CoPE's position vectors start at zero (Golovneva et al. 2024's listing), which makes its term q.e vanish
+    in an untrained model: give them values so that a test of the whole model sees CoPE at all."""
+    tables = [m.embedding for m in model.modules() if isinstance(m, ContextualPositions)]
+    with torch.no_grad():
+        for e in tables:
+            e.normal_(0.0, 1.0)
+    return tables
 
 
 @pytest.mark.parametrize("arch, flags", COMBOS, ids=[f"{a}-{'+'.join(f) or 'preset'}" for a, f in COMBOS])
@@ -317,6 +330,7 @@ def test_step_by_step_decoding_equals_full_forward(arch, flags):
     torch.manual_seed(0)
     model = build(arch, encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64,
                   decoder_ffn_embed_dim=64, encoder_attention_heads=4, decoder_attention_heads=4, **flags).eval()
+    assert bool(_random_cope_tables(model)) == arch.startswith("cope")
     src, lengths, prev = _inputs(model)
     with torch.no_grad():
         full, _ = model(src, lengths, prev)
@@ -447,6 +461,7 @@ def test_training_attention_path_equals_sdpa(arch):
     torch.manual_seed(0)
     model = build(arch, dropout=0.0, activation_dropout=0.0, embedding_dropout=0.0, attention_dropout=1e-12,
                   encoder_embed_dim=32, decoder_embed_dim=32, encoder_attention_heads=4, decoder_attention_heads=4)
+    assert bool(_random_cope_tables(model)) == arch.startswith("cope")
     src, lengths, prev = _inputs(model)
     with torch.no_grad():
         explicit = model.train()(src, lengths, prev)[0]

@@ -11,6 +11,10 @@ sentence" instead of "the k-th token". For a query i and key j <= i (the paper w
     e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p]      (interpolated learned embeddings)
     logit_ij = q_i . k_j / sqrt(d_head)  +  q_i . e[p_ij]                (the position term is not scaled)
 
+The authors' released code (facebookresearch/RAM, projects/cope, `ContextPosSelfAttn`) differs by default: it adds
+q_i . e[p_ij] before dividing by sqrt(d_head), so its position term is scaled too (its --cope-nodiv gives the
+listing's form, which we follow), and it keeps block size + 1 positions unless --cope-npos is given.
+
 e: [P, d_head], P = --cope-max-positions (the paper's p_max, npos_max in the listing; 64 here, our choice), one
 table per attention layer shared by its heads (the listing's module works on one head's q and k, heads folded
 into the batch), initialised to zeros as in the listing. Gates and positions are per head (each head has its own

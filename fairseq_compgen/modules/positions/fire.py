@@ -42,7 +42,8 @@ C_INIT, EPS = 0.1, 1e-6  # the paper's listing: c starts at 0.1; eps added to th
 
 @register_position("fire", sites=(ENCODER_SELF, DECODER_SELF), paper="FIRE: Li et al. 2024 §3",
                    help="an MLP per head of the log distance normalised by the query's context, "
-                        "psi(i-j)/psi(max(L, i)) (symmetric in the encoder)", options=(HIDDEN, THRESHOLD))
+                        "psi(i-j)/psi(max(L, i)) (encoder: psi(|i-j|)/psi(max(L, n-1)), n its row's length)",
+                   options=(HIDDEN, THRESHOLD))
 class FIRE(AttentionPosition):
     positions_from_padding = True  # the encoder's normaliser needs each example's own positions
 

@@ -25,7 +25,11 @@ see, at evaluation, consecutive positions that training showed only as sparse su
 distance 1 between neighbours, which in training were typically about N/T apart).
 
 One sample per batch and stack (encoder, decoder), shared by the batch's sequences, as in the authors' code (one
-subset per call, broadcast over the batch; it also keeps every encoding's bias [Tq, Tk]). Off (0) by default.
+subset per call, broadcast over the batch; it also keeps every encoding's bias [Tq, Tk]). Their batches hold
+sequences of one length; ours are padded, and the sample has the batch's longest length T. A row of L < T tokens
+therefore gets L entries of a T-subset, not an L-subset of its own: its positions are spread over about N L / T, not
+over N (mean gap N / (T + 1), not N / (L + 1)). fairseq's batches, sorted by length, keep L near T; batches drawn
+at random (`--random-batches`) mix lengths and widen the difference. Off (0) by default.
 Refused where nothing would take the positions: NoPE everywhere (CoPE's positions come from content and count
 too), linear or convolutional self-attention.
 """

@@ -18,7 +18,7 @@ xPos (§3) multiplies in a per-pair exponential decay, zeta_k = (2k/d_head + gam
     q_i <- zeta^( i / B) * R_i q_i,  k_j <- zeta^(-j / B) * R_j k_j,  so q_i . k_j carries zeta^((i-j)/B)
 
 (B = --xpos-scale-base, 512 in the paper), with the rotation, frequencies and pairing of RoPE above; the authors'
-code (torchscale, `XPOS`) scales queries up and keys down in the same way. zeta^((i-j)/B) grows for j > i, so xPos
+code (torchscale, `XPOS`) scales in the same way: queries by zeta^(i/B) <= 1, keys by zeta^(-j/B) >= 1. zeta^((i-j)/B) grows for j > i, so xPos
 is for causal attention only (decoder self-attention). Not used: the paper's blockwise causal attention, an
 inference-time change of the attention mask (§3), and the authors' centring of positions around 0 (a shift that
 leaves every q_i . k_j unchanged). Both encodings act in self-attention only. Each query and key is rotated at its
