@@ -23,6 +23,7 @@ Earlier versions of this package ran fairseq's loader with TORCH_FORCE_NO_WEIGHT
 Importing this module imports neither torch nor numpy (the `fairseq-compgen` command starts without them).
 """
 import argparse
+import ast
 import functools
 import os
 import pickle
@@ -35,14 +36,18 @@ TRUST_VAR = "FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS"
 
 
 class UntrustedCheckpointError(UsageError):
-    """A checkpoint holds a type outside the allowlist; `.path` and `.type` name them."""
+    """A checkpoint holds a type outside the allowlist, or a setting that is code; `.path` and `.type` name them."""
 
-    def __init__(self, path: str, type_name: str):
+    def __init__(self, path: str, type_name: str, setting: str = ""):
         self.path, self.type = path, type_name
         hint = (f"if you trust this file, load it with {TRUST_VAR}=1" if not trusted() else
                 f"{TRUST_VAR}=1 is set, but so is TORCH_FORCE_WEIGHTS_ONLY_LOAD, which keeps torch weights-only")
-        super().__init__(f"{path} holds {type_name}, which is not among the types a fairseq checkpoint holds "
-                         f"(unpickling it could run code): refused; {hint}")
+        if setting:
+            super().__init__(f"{path}: its setting {setting} = {type_name!r} is code that fairseq or this package "
+                             f"would run with eval() when building the model: refused; {hint}")
+        else:
+            super().__init__(f"{path} holds {type_name}, which is not among the types a fairseq checkpoint holds "
+                             f"(unpickling it could run code): refused; {hint}")
 
 
 def trusted() -> bool:
@@ -87,11 +92,66 @@ def _refused_type(message: str) -> str:
     return f"an object torch's weights-only unpickler refuses ({detail.splitlines()[0] if detail else message})"
 
 
+# what a setting's text may not contain: fairseq passes some settings to eval() (utils.eval_bool, eval_str_list and
+# eval_str_dict, and plain eval() in models such as fconv), where a call, a lambda or a dunder name runs code
+_CODE_NODES = (ast.Call, ast.Lambda, ast.NamedExpr, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+               ast.Await, ast.Yield, ast.YieldFrom)
+
+
+def _is_code(text: str) -> bool:
+    """True when eval(text) could run code: it parses as an expression (as eval would parse it) holding a call, a
+    lambda, a comprehension or a dunder name. Paths, names and literals such as "(0.9, 0.98)" or "[4000, 8000]" are
+    not; text that does not parse cannot run either."""
+    try:
+        tree = ast.parse(text.lstrip(" \t"), mode="eval")
+    except (SyntaxError, ValueError):  # eval would fail to compile it too (ValueError: a null byte)
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, _CODE_NODES):
+            return True
+        if isinstance(node, ast.Name) and node.id.startswith("__") or (
+                isinstance(node, ast.Attribute) and node.attr.startswith("__")):
+            return True
+    return False
+
+
+def _code_setting(value, where: str, depth: int = 0):
+    """(setting, text) of the first string under `value` (dicts, lists, Namespaces: the checkpoint's "args" and
+    "cfg") that :func:`_is_code`, or None."""
+    if isinstance(value, str):
+        return (where, value) if _is_code(value) else None
+    if depth > 8:  # fairseq's configs nest 3 deep; deeper is not a config
+        return None
+    if isinstance(value, argparse.Namespace):
+        value = vars(value)
+    if isinstance(value, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = _code_setting(item, key, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def check_settings(state, name: str) -> None:
+    """Refuse a checkpoint whose settings ("args", "cfg") hold code (:func:`_is_code`), unless the user opted in
+    (:func:`trusted`): building its model would run that code, e.g. bool_flag("__import__('os').system(...)")."""
+    if trusted() or not isinstance(state, dict):
+        return
+    found = _code_setting({k: state[k] for k in ("args", "cfg") if k in state}, "")
+    if found:
+        raise UntrustedCheckpointError(name, found[1], setting=found[0])
+
+
 def load(f, name=None, map_location="cpu"):
     """torch.load of `f` (a path or an open binary file) with the weights-only unpickler and :func:`allowlist`,
     or with the full unpickler when the user opted in (:func:`trusted`). `name` names the file in errors (default:
-    `f` when it is a path). A disallowed type raises UntrustedCheckpointError; other failures (a truncated file)
-    propagate as torch raises them."""
+    `f` when it is a path). A disallowed type, or a setting that is code (:func:`check_settings`), raises
+    UntrustedCheckpointError; other failures (a truncated file) propagate as torch raises them."""
     import torch
 
     if name is None:  # a path names itself; an open file by its .name (a Path's .name is only its last part)
@@ -100,11 +160,13 @@ def load(f, name=None, map_location="cpu"):
     try:
         # the allowlist also for an opted-in load: the user's TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes it weights-only
         with torch.serialization.safe_globals(allowlist()):
-            return torch.load(f, map_location=map_location, weights_only=not trusted())
+            state = torch.load(f, map_location=map_location, weights_only=not trusted())
     except pickle.UnpicklingError as e:
         if "Weights only load failed" not in str(e):
             raise
         raise UntrustedCheckpointError(name, _refused_type(str(e))) from None
+    check_settings(state, name)
+    return state
 
 
 def checkpoint_file(path) -> Path:

@@ -314,3 +314,85 @@ def test_fairseqs_ema_seed_reader_is_safe_too(trained, tmp_path):
     with pytest.raises(UntrustedCheckpointError, match="evil.pt holds posix.system"):
         checkpoint_utils.load_ema_from_checkpoint(str(evil))
     assert not marker.exists()
+
+
+# ---- settings that are code: fairseq and the models eval() some settings while building the model ---------------
+def plant_setting(good: Path, out: Path, name: str, text: str) -> Path:
+    """A copy of the real checkpoint `good` at `out` whose model setting `name` (state["cfg"]["model"]) is `text`:
+    only types the weights-only unpickler accepts (a Namespace holding a str)."""
+    state = torch.load(good, weights_only=False)  # our own file, just trained
+    setattr(state["cfg"]["model"], name, text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, out)
+    return out
+
+
+def code(marker: Path) -> str:
+    return f"__import__('os').system('touch {marker}') or True"
+
+
+# (preset, setting, command): our models' boolean flags (bool_flag) and fairseq's own transformer, which passes
+# --adaptive-softmax-cutoff to utils.eval_str_list when it builds its decoder; both commands load through the one
+# wrapped fairseq loader (test_eval_refuses, test_generate_refuses)
+SETTINGS = [("rel_uni_transformer_scan", "universal", "eval"),
+            ("transformer", "adaptive_softmax_cutoff", "fairseq-generate")]
+
+
+def test_a_setting_that_is_code_would_run_without_the_check(trained, tmp_path, monkeypatch):
+    """The planted setting passes the weights-only unpickler, and with the opt-in (no settings check) building
+    fairseq's transformer from it runs the code: the refusals below are what keeps it from running."""
+    import fairseq_compgen
+    from fairseq import checkpoint_utils
+
+    fairseq_compgen.register()
+    marker = tmp_path / "MARKER"
+    path = plant_setting(trained["transformer"], tmp_path / "cutoff.pt", "adaptive_softmax_cutoff", code(marker))
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(path)) == ["argparse.Namespace"]
+    monkeypatch.setenv("FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS", "1")
+    try:
+        checkpoint_utils.load_model_ensemble([str(path)])
+    except Exception:  # noqa: BLE001 (the code ran first; what it returned is no list of cutoffs)
+        pass
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("arch, setting, command", SETTINGS)
+def test_a_setting_that_is_code_is_refused(trained, scan_bin, tmp_path, arch, setting, command):
+    marker = tmp_path / "MARKER"
+    path = plant_setting(trained[arch], tmp_path / "evil.pt", setting, code(marker))
+    if command == "eval":
+        cmd = [sys.executable, "-m", "fairseq_compgen.cli", "eval", path, scan_bin, "valid", "--cpu",
+               "--out", tmp_path / "eval"]
+    else:
+        cmd = [BIN / command, scan_bin, "--user-dir", REPO / "fairseq_compgen", "--task", "compgen", "--path", path,
+               "--gen-subset", "valid", "--beam", "1", "--cpu"]
+    p = run(cmd, ok=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    errors = [line for line in p.stderr.splitlines() if line.startswith("fairseq_compgen: error: ")]
+    assert errors == [f"fairseq_compgen: error: {path}: its setting cfg.model.{setting} = {code(marker)!r} is code "
+                      f"that fairseq or this package would run with eval() when building the model: refused; if "
+                      f"you trust this file, load it with FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS=1"], p.stderr[-3000:]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("text, is_code", [
+    ("True", False), ("(0.9, 0.98)", False), ("[4000, 8000]", False), ("{'beam': 4}", False), ("adam", False),
+    ("/data/scan/bin", False), ("checkpoint_last.pt", False), ("rel_uni_transformer_scan", False), ("", False),
+    ("a b c", False), (" \t[1, 2]", False),
+    ("__import__('os').system('x')", True), ("open('x', 'w')", True), (" print(1)", True), ("lambda: 0", True),
+    ("[x for x in ()]", True), ("().__class__", True), ("f'{exit()}'", True), ("(y := 1)", True),
+])
+def test_what_counts_as_code(text, is_code):
+    from fairseq_compgen.checkpoint_loading import _is_code
+
+    assert _is_code(text) is is_code
+
+
+def test_a_boolean_setting_is_read_as_text_never_evaluated():
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.models.common import bool_flag
+
+    assert [bool_flag(x) for x in ("True", "False", " true", "0", "1", True, 0)] == [True, False, True, False, True,
+                                                                                      True, False]
+    with pytest.raises(UsageError, match=r"a boolean setting holds 'exit\(\)': expected True or False"):
+        bool_flag("exit()")

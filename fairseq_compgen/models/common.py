@@ -3,15 +3,26 @@ options and one for decoding's reorders (no mechanism of any paper here; each mo
 from typing import Dict, Iterable, List, Optional
 
 import torch
-from fairseq import utils
 from torch import Tensor
+
+from fairseq_compgen.errors import UsageError
 
 EncoderOut = Dict[str, List[Tensor]]  # fairseq's TorchScript-compatible encoder output ("encoder_out", ...)
 
 
+_BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "none": False}
+
+
 def bool_flag(x) -> bool:
-    """A boolean option as fairseq parses it: the string "True"/"False" (an old checkpoint's args) or a bool."""
-    return utils.eval_bool(x) if isinstance(x, str) else bool(x)
+    """A boolean option: a bool, or the text "True"/"False" (an old checkpoint's args), read as text. fairseq's
+    `fairseq.utils.eval_bool` would eval() it, which runs whatever a checkpoint's setting says (checkpoint_loading refuses
+    such settings first)."""
+    if not isinstance(x, str):
+        return bool(x)
+    try:
+        return _BOOL_TEXT[x.strip().lower()]
+    except KeyError:
+        raise UsageError(f"a boolean setting holds {x!r}: expected True or False") from None
 
 
 def set_default(args, name, value) -> None:
