@@ -153,6 +153,36 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
 
 
+def test_eval_keeps_a_result_of_the_same_checkpoint_made_with_other_flags_or_metric(scan_bin, tmp_path,
+                                                                                     monkeypatch):
+    """An earlier eval of the same checkpoint by another --metric or with other --generate-flags is not replaced
+    in silence (it used to be: a beam's or BLEU's result over the greedy exact match); the same flags again are
+    (a rerun); a JSON from before the "metric" field is judged by its scorer's key."""
+    from fairseq_compgen.pipelines import evaluate
+
+    ckpt = tmp_path / "checkpoint_last.pt"
+    ckpt.write_bytes(b"last")
+    without_model(monkeypatch, evaluate, _fake_generate(right=True))
+    gen = tmp_path / "eval" / "gen.json"
+    evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam 1"])
+    first = json.loads(gen.read_text())
+    assert (first["metric"], first["generate_flags"]) == ("exact_match", "--beam 1")
+    with pytest.raises(UsageError, match=r"eval/gen\.json holds this checkpoint's result decoded with "
+                                         r"--generate-flags '--beam 1', not '--beam 3': .*--overwrite"):
+        evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam 3"])
+    with pytest.raises(UsageError, match=r"eval/gen\.json holds this checkpoint's result by --metric exact_match, "
+                                         r"not bleu: .*--overwrite"):
+        evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam 1", "--metric", "bleu"])
+    assert json.loads(gen.read_text())["generate_flags"] == "--beam 1"
+    evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam  1"])  # the same flags: replaced
+    legacy = {k: v for k, v in first.items() if k != "metric"}
+    gen.write_text(json.dumps(legacy))
+    with pytest.raises(UsageError, match=r"by --metric exact_match, not bleu"):
+        evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam 1", "--metric", "bleu"])
+    evaluate.main([str(ckpt), str(scan_bin), "gen", "--generate-flags", "--beam 3", "--overwrite"])
+    assert json.loads(gen.read_text())["generate_flags"] == "--beam 3"
+
+
 def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkeypatch):
     from fairseq_compgen.pipelines import evaluate
 

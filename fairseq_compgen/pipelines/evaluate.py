@@ -8,7 +8,7 @@ checkpoint's folder/eval for checkpoint_last.pt, the one a sweep evaluates and a
 folder/eval/STEM for any other, e.g. eval/checkpoint_best/ for checkpoint_best.pt): SUBSET.generate.txt
 (fairseq-generate's output), SUBSET.table.txt and SUBSET.json (the scorer's result, with "checkpoint": the
 checkpoint's file name in its run folder, "checkpoint_sha256", "generate_flags": the --generate-flags it decoded
-with (as one shell-quoted string, "" for none), and "evaluated": the machine as `fairseq-compgen
+with (as one shell-quoted string, "" for none), "metric", and "evaluated": the machine as `fairseq-compgen
 train` records it, GPU included unless --cpu, the wall-clock seconds the subset took, a time the process was
 stopped meanwhile included, and the process's CPU seconds, which such a pause does not count), SUBSET.outputs.gz
 (the decoded
@@ -16,8 +16,8 @@ outputs the result was scored from: the S-, T-, H- and D- lines of SUBSET.genera
 per-token scores or log lines, gzip, about 1/20 to 1/30 of its size; every scorer reads it as it reads the whole
 output, e.g. `fairseq-compgen score exact_match eval/gen.outputs.gz`, so a metric can be computed again, or the
 errors read, without the checkpoint: sweeps and the campaign keep it with the run's records), and prints one line.
-A SUBSET.json there of another checkpoint (another name or content, or one that names none) is refused before anything is decoded, unless
---overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
+A SUBSET.json there of another checkpoint (another name or content, or one that names none), or of this one by
+another --metric or --generate-flags, is refused before anything is decoded, unless --overwrite. Every file is written under a temporary name and renamed; a failed evaluation leaves none behind
 (the output of a decoding whose scoring failed stays, as SUBSET.generate.txt, to be looked at).
 Decoding:
 * seq2seq (task compgen): fairseq-generate, greedy (--beam 1), --min-len 0 (fairseq forbids EOS at the first step
@@ -118,8 +118,18 @@ def checkpoint_record(ckpt: Path) -> dict:
     return {"checkpoint": ckpt.name, "checkpoint_sha256": h.hexdigest()}
 
 
-def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
-    """UsageError unless `path` (a SUBSET.json) is absent or holds a result of the checkpoint of `record`."""
+def _recorded_metric(old: dict) -> Optional[str]:
+    """The metric a result JSON was scored by: its "metric" field, or (JSONs before it) its scorer's key."""
+    if isinstance(old.get("metric"), str):
+        return old["metric"]
+    scorer = next((s for s in map(scoring.by_key, old) if s is not None), None)
+    return scorer.name if scorer else None
+
+
+def check_replaceable(path: Path, record: dict, ckpt: Path, metric: str, generate_flags: str) -> None:
+    """UsageError unless `path` (a SUBSET.json) is absent or holds a result of the checkpoint of `record`, scored
+    by `metric` and decoded with `generate_flags` (shell-joined): a result made otherwise is not replaced in
+    silence (where a JSON before these fields says nothing, nothing is compared)."""
     if not path.is_file():
         return
     try:
@@ -127,13 +137,18 @@ def check_replaceable(path: Path, record: dict, ckpt: Path) -> None:
     except ValueError:
         old = {}
     old = old if isinstance(old, dict) else {}
-    if all(old.get(k) == v for k, v in record.items()):
-        return
-    what = (f"{old['checkpoint']} (sha256 {str(old.get('checkpoint_sha256'))[:12]})" if old.get("checkpoint")
-            else "a checkpoint it does not name")
-    raise UsageError(f"{path} holds the result of {what}, not of {ckpt} (sha256 {record['checkpoint_sha256'][:12]}): "
-                     f"expected no result or this checkpoint's there; pass --overwrite to replace it, or choose "
-                     f"another --out")
+    again = "pass --overwrite to replace it, or choose another --out"
+    if not all(old.get(k) == v for k, v in record.items()):
+        what = (f"{old['checkpoint']} (sha256 {str(old.get('checkpoint_sha256'))[:12]})" if old.get("checkpoint")
+                else "a checkpoint it does not name")
+        raise UsageError(f"{path} holds the result of {what}, not of {ckpt} (sha256 "
+                         f"{record['checkpoint_sha256'][:12]}): expected no result or this checkpoint's there; {again}")
+    old_metric = _recorded_metric(old)
+    if old_metric is not None and old_metric != metric:
+        raise UsageError(f"{path} holds this checkpoint's result by --metric {old_metric}, not {metric}: {again}")
+    if isinstance(old.get("generate_flags"), str) and old["generate_flags"] != generate_flags:
+        raise UsageError(f"{path} holds this checkpoint's result decoded with --generate-flags "
+                         f"{old['generate_flags']!r}, not {generate_flags!r}: {again}")
 
 
 def no_subset(data: Path, subset: str, kind: str) -> UsageError:
@@ -303,15 +318,15 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     out = Path(out) if out else default_out(ckpt)
     check_output_folder(out, out_flag)
     record = checkpoint_record(ckpt)
-    if not overwrite:
-        for subset in subsets:
-            check_replaceable(out / f"{subset}.json", record, ckpt)
-    check_checkpoint(ckpt)  # once, before any folder is made or any subset's data is read
     try:
         extra = shlex.split(generate_flags)
     except ValueError as e:  # "No closing quotation": a traceback, after the output folder was made
         raise UsageError(f"--generate-flags {generate_flags!r}: {str(e)[0].lower()}{str(e)[1:]}: expected flags "
                          f"split like a shell (quotes in pairs)") from None
+    if not overwrite:
+        for subset in subsets:
+            check_replaceable(out / f"{subset}.json", record, ckpt, metric, shlex.join(extra))
+    check_checkpoint(ckpt)  # once, before any folder is made or any subset's data is read
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
     from fairseq_compgen.pipelines.train import machine
@@ -341,7 +356,8 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
                               f"\"--max-len-b {maxlen}\" or more", file=sys.stderr)
                     generate_seq2seq(ckpt, data, subset, length, cpu, batch_size, extra, tmps[0])
                 tmps[0].replace(generated)  # kept when the scoring fails: the output it could not score
-                r = score(metric, generated, data, subset, n, tmps[1]) | record | {"generate_flags": shlex.join(extra)}
+                r = score(metric, generated, data, subset, n, tmps[1]) | record
+                r |= {"generate_flags": shlex.join(extra), "metric": metric}
                 if limit is not None:
                     r["max_len"] = limit
                 r["evaluated"] = {"machine": where, "seconds": round(time.monotonic() - start, 1),
