@@ -419,6 +419,34 @@ def test_aggregate_categories_and_export(tmp_path):
         assert (dest / name).is_file(), name
 
 
+def test_an_export_written_again_holds_only_this_calls_runs_and_results(tmp_path):
+    """Exporting again into an earlier export: a seed no longer finished and a subset no longer evaluated leave
+    DEST (they stayed, and `aggregate DEST`, the command its aggregate.json gives, mixed them into the tables:
+    helper audit, 2026-11-29); a file the user put into DEST stays."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _fake_sweep(out, {("scan", "a"): {1: {"gen": 0.1, "test": 0.5}, 2: {"gen": 0.2, "test": 0.6},
+                                      3: {"gen": 0.9, "test": 0.7}}})
+    dest = tmp_path / "results" / "fake"
+    assert aggregate.main([str(out), "--no-plots", "--export", str(dest)]) == 0
+    assert (dest / "scan" / "a" / "seed3" / "eval" / "test.json").is_file()
+    (dest / "scan" / "a" / "seed2" / "notes.txt").write_text("the user's\n")
+    (out / "scan" / "a" / "seed3" / "done.json").unlink()  # seed 3 no longer finished
+    for seed in (1, 2):  # and test no longer evaluated
+        (out / "scan" / "a" / f"seed{seed}" / "eval" / "test.json").unlink()
+    assert aggregate.main([str(out), "--no-plots", "--export", str(dest)]) == 0
+    assert not (dest / "scan" / "a" / "seed3").exists()
+    assert sorted(p.name for p in (dest / "scan" / "a" / "seed1" / "eval").iterdir()) == ["gen.json"]
+    assert (dest / "scan" / "a" / "seed2" / "notes.txt").read_text() == "the user's\n"
+    again = tmp_path / "again"
+    assert aggregate.main([str(dest), "--no-plots", "--tables", str(again)]) == 0
+    table = (again / "table.md").read_text()
+    assert "| a | 0.15 ± 0.07 (2/3) |" in table and "test" not in table, table
+    # an export exported again into itself keeps its runs
+    assert aggregate.main([str(dest), "--no-plots", "--export", str(dest)]) == 0
+    assert (dest / "scan" / "a" / "seed1" / "eval" / "gen.json").is_file()
+
+
 def _per_length(folder: Path, subset: str, counts):
     """Give a fake run's eval/<subset>.json a per_length: {length: (n, correct)}."""
     path = folder / "eval" / f"{subset}.json"

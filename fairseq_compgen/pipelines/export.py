@@ -64,6 +64,26 @@ def _earlier_files(dest: Path) -> Optional[set]:
     return set(files) if isinstance(files, list) else None
 
 
+def _earlier_runs(dest: Path) -> set:
+    """The run folders ("<dataset>/<config>/seed<k>", its record's "plans") of the export recorded in DEST."""
+    if not (dest / RECORD).is_file():
+        return set()
+    record = read_json(dest / RECORD, "an export's record (JSON with options, runs, plans)")
+    plans = record.get("plans") if isinstance(record, dict) else None
+    return set(plans) if isinstance(plans, dict) else set()
+
+
+def _clear_run(folder: Path) -> None:
+    """Remove from an exported run's FOLDER what an export copies into it (EXPORTED, EXPORTED_LOG, the EVAL_KEPT
+    files of eval/), then the folders left empty up to DEST's dataset level; a file the user put there stays."""
+    for p in [*kept_eval_files(folder), *(folder / name for name in (*EXPORTED, EXPORTED_LOG))]:
+        if p.is_file():
+            p.unlink()
+    for d in (folder / "eval", folder, folder.parent, folder.parent.parent):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+
+
 REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout holding fairseq_compgen/ (where --spec paths start)
 
 
@@ -88,12 +108,19 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
     that `fairseq-compgen aggregate DEST --no-plots OPTIONS` writes the same tables from DEST's runs and plans (a
     --spec file aside). Returns the number of runs."""
     earlier = _earlier_files(dest)  # ours to remove; a file the user put into DEST stays
+    # the earlier export's runs: each is cleared before this export writes it, or removed if this one does not
+    # (a seed no longer finished, an eval/ subset no longer evaluated would otherwise stay and mix into the tables)
+    earlier_runs, sources = _earlier_runs(dest), {Path(r["dir"]).resolve() for r in runs}
     n = 0
     for r in runs:
         src = Path(r["dir"])
         if not finished(r):
             continue
-        to = dest / r["dataset"] / r["config"] / f"seed{r['seed']}"
+        key = f"{r['dataset']}/{r['config']}/seed{r['seed']}"
+        to = dest / key
+        if key in earlier_runs and to.resolve() != src.resolve():  # an export exported again into itself: kept
+            _clear_run(to)
+        earlier_runs.discard(key)
         (to / "eval").mkdir(parents=True, exist_ok=True)
         for p in kept_eval_files(src):  # results and the outputs they were scored from
             _copy(p, to / "eval" / p.name)
@@ -105,6 +132,9 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
             lines = [line for line in log.read_text(errors="replace").splitlines(keepends=True) if _metric_line(line)]
             atomic_write_text(to / EXPORTED_LOG, "".join(lines))
         n += 1
+    for key in sorted(earlier_runs):  # runs of the earlier export that this one does not hold
+        if (dest / key).is_dir() and (dest / key).resolve() not in sources:
+            _clear_run(dest / key)
     written = {Path(t).name for t in tables}
     for path in table_files(dest):  # a view of an earlier call, which this call's options would not write again
         if path.name not in written and (earlier is None or path.name in earlier):
