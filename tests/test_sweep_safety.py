@@ -126,6 +126,10 @@ def test_a_changed_sweep_file_refuses_runs_made_with_other_settings(tmp_path, da
     path.write_text(GOOD.replace("    subsets", "    flags: --dropout 0.3\n    subsets").format(data=data))
     with pytest.raises(UsageError, match=r"1 run folder\(s\) .* scan/reluni/seed1: flags: \[\] -> \['--dropout', '0.3'\]"):
         sweep.run_sweep(path, out, dry_run=True, echo=lambda s: None)
+    # --only another run: still refused, since OUT/sweep.json would become the new plan of seed1's folder too
+    # (helper audit, 2026-11-29: aggregate then left the finished seed 1 out as made with other settings)
+    with pytest.raises(UsageError, match=r"1 run folder\(s\) .* scan/reluni/seed1: flags: .*, not among --only"):
+        sweep.run_sweep(path, out, dry_run=True, only=["scan/reluni/seed2"], echo=lambda s: None)
 
 
 def _hold(run, sweep_pid, pgid):

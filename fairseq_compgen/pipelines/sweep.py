@@ -511,12 +511,16 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     check_same_sweep(path, spec, runs, out)
     for r in selected:
         r.is_done()  # a done.json that is not one is refused before anything runs
-    changed = [(r, r.changed_settings()) for r in selected]
+    # every run folder, not only the selected ones: OUT/sweep.json, written below, is the plan of all its runs, and
+    # a folder started under another plan would be left beside a plan that no longer says how it was made
+    changed = [(r, r.changed_settings()) for r in runs]
     changed = [(r, c) for r, c in changed if c]
     if changed:
         r, c = changed[0]
         raise UsageError(f"{len(changed)} run folder(s) under {out} were started with other settings than {path} "
-                         f"now gives them (e.g. {r.name}: {'; '.join(c)}): move them away, or use another --out")
+                         f"now gives them (e.g. {r.name}: {'; '.join(c)}"
+                         f"{'' if r in selected else ', not among --only but planned in the same OUT/sweep.json'}): "
+                         f"move them away, or use another --out")
     if dry_run:
         for r in selected:
             echo(f"{r.name}{'  (done)' if r.is_done() else ''}\n  {shlex.join(r.train_command())}\n"
