@@ -259,3 +259,28 @@ def test_a_file_no_prep_wrote_is_never_replaced(tmp_path):
             (stage / "bin").mkdir()
             (stage / "bin" / "dict.txt").write_text("new\n")
     assert (d / "bin" / "dict.txt").is_symlink() and (d / "a.txt").read_text() == "another\n"
+
+
+def test_train_keeps_a_record_file_it_did_not_write(scan_bin, tmp_path):
+    """SAVE with no checkpoint: record() rewrites command.txt, data.json, ... (a failed start's records give way
+    to the next start's), so a file of that name that no call wrote (its *.history does not hold it) is refused
+    before anything is written (it was replaced: helper audit, 2026-11-29)."""
+    from fairseq_compgen.pipelines import train
+
+    save = tmp_path / "run"
+    save.mkdir()
+    (save / "data.json").write_text('{"my": "precious"}\n')
+    with pytest.raises(UsageError, match=r"run/data\.json was not written by fairseq-compgen train \(data\.history "
+                                         r"does not record it\), .*choose another SAVE"):
+        train.main(["--cpu", "rel_uni_transformer_scan", str(scan_bin), str(save), "--max-update", "1",
+                    "--batch-size", "8"])
+    assert sorted(p.name for p in save.iterdir()) == ["data.json"]
+    assert (save / "data.json").read_text() == '{"my": "precious"}\n'
+    # records an earlier call wrote (a start that failed before its first checkpoint) are its own to replace
+    other = tmp_path / "other"
+    train.record(other, "command.txt", "fairseq-train a")
+    train.record(other, "command.txt", "fairseq-train b")
+    train.check_records_are_ours(other)
+    (other / "command.txt").write_text("my notes\n")
+    with pytest.raises(UsageError, match="command.txt was not written"):
+        train.check_records_are_ours(other)

@@ -486,6 +486,25 @@ def _inherited_files() -> set:
     return set()
 
 
+RECORDS = ("command.txt", "launch.txt", "commit.txt", "machine.txt", "data.json")  # what record() writes in SAVE
+
+
+def check_records_are_ours(save: Path) -> None:
+    """UsageError when SAVE has no checkpoint yet but holds a record file (RECORDS) that no call of this command
+    wrote, its *.history not holding its text: record() would replace it (a user's notes, another tool's file)."""
+    if (save / "checkpoint_last.pt").is_file():
+        return  # record() keeps every existing record of a run with a checkpoint
+    for name in RECORDS:
+        target, history = save / name, save / (Path(name).stem + ".history")
+        if not target.is_file():
+            continue
+        text = target.read_text(encoding="utf-8", errors="replace").rstrip("\n")
+        lines = history.read_text(encoding="utf-8", errors="replace").splitlines() if history.is_file() else []
+        if not any(line.split(" ", 1)[-1] == text for line in lines):
+            raise UsageError(f"{target} was not written by fairseq-compgen train ({history.name} does not record "
+                             f"it), and this run would replace it: move it away, or choose another SAVE")
+
+
 def record(save: Path, name: str, line: str) -> None:
     """SAVE/NAME keeps the run's first command: written only while the run has no checkpoint (or NAME is absent),
     so a later failing or mistyped command does not replace it; every call is appended, dated, to *.history."""
@@ -540,6 +559,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
               f"{max_update(args)}: already finished, nothing to train", file=sys.stderr)
         return 0
+    check_records_are_ours(save)
     hold_lock(save)
     record(save, "command.txt", shlex.join(command))  # fairseq-train ..., or the torchrun command
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))  # (every call: *.history)
