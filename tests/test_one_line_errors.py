@@ -284,6 +284,55 @@ def test_aggregate_names_a_broken_done_json(done, tmp_path):
         assert last.startswith(f"fairseq_compgen: error: {folder / 'done.json'}:1: not valid JSON ("), last
 
 
+def test_aggregate_names_a_machine_record_that_is_no_json_before_writing_any_table(tmp_path):
+    """A machine.txt that is not JSON was a JSONDecodeError traceback, after table.md and table.csv were written
+    (helper audit, 2026-11-29)."""
+    folder = _sweep_out(tmp_path / "out")
+    (folder / "machine.txt").write_text("host1 Intel 2 cores\n")
+    last = one_line(compgen("aggregate", tmp_path / "out", "--no-plots"))
+    assert last.startswith(f"fairseq_compgen: error: {folder / 'machine.txt'}:1: not valid JSON"), last
+    assert not (tmp_path / "out" / "table.md").exists()
+
+
+def test_a_cut_binarized_subset_is_named(scan_bin, tmp_path):
+    """A truncated .idx or .bin failed in numpy ("buffer is smaller than requested size"), naming no file, in
+    eval and in training (helper audit, 2026-11-29); the check reads fairseq's index layout."""
+    import shutil
+
+    from fairseq_compgen.data.binarize import check_binarized
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.pipelines.evaluate import reference_stats
+
+    for f in scan_bin.glob("valid.*"):
+        check_binarized(str(f)[: -len(f.suffix)])  # whole: nothing to say
+    for suffix, cut, expected in ((".idx", 7, r": \d+ bytes where an index of \d+ examples has \d+ \(cut short"),
+                                  (".bin", 3, r": \d+ bytes where its index \(valid\.src-tgt\.tgt\.idx\) needs \d+"),
+                                  (".idx", 10_000, r": a fairseq index cut short or damaged in its header")):
+        data = tmp_path / f"bin{suffix}{cut}"
+        shutil.copytree(scan_bin, data)
+        f = data / f"valid.src-tgt.tgt{suffix}"
+        f.write_bytes(f.read_bytes()[:-cut] if cut < f.stat().st_size else f.read_bytes()[:20])
+        with pytest.raises(UsageError, match=re.escape(str(f)) + expected + r".*rerun the data folder's"):
+            reference_stats(data, "valid")
+    # training: the task's load_dataset checks each subset it loads
+    p = subprocess.run([*TRAIN, str(data), str(tmp_path / "save"), *TINY, "--max-update", "1"], cwd=REPO,
+                       env=_env(), capture_output=True, text=True, timeout=300)
+    assert "a fairseq index cut short" in one_line(p), p.stderr[-2000:]
+
+
+def test_train_names_a_data_record_that_is_no_json(scan_bin, tmp_path, run):
+    """A run with a checkpoint resumes only on its data (data.json); a cut data.json was a JSONDecodeError
+    traceback."""
+    import shutil
+
+    save = tmp_path / "run"
+    shutil.copytree(run, save)
+    (save / "data.json").write_text('{"sha256": "ab')
+    p = subprocess.run([*TRAIN, str(scan_bin), str(save), *TINY, "--max-update", "3"], cwd=REPO, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert one_line(p).startswith(f"fairseq_compgen: error: {save / 'data.json'}:1: not valid JSON"), p.stderr[-2000:]
+
+
 def test_sweep_names_a_broken_done_json(scan_bin, tmp_path):
     """A half-written done.json used to count as a finished run: the sweep skipped it and printed it as done."""
     from fairseq_compgen.pipelines import sweep

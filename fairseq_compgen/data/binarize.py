@@ -295,6 +295,44 @@ def binarize(
 # ---------------------------------------------------------------------------
 
 
+MMAP_MAGIC = b"MMIDIDX\x00\x00"  # fairseq's mmap index (data/indexed_dataset.py, MMapIndexedDataset.Index)
+MMAP_DTYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 8, 7: 8, 8: 2, 9: 4, 10: 8}  # its dtype codes: uint8 int8
+# int16 int32 int64 float64 double uint16 uint32 uint64
+
+
+def check_binarized(prefix) -> None:
+    """UsageError naming the file unless PREFIX.idx and PREFIX.bin (fairseq's mmap format) are whole: the index is
+    header (magic 9 bytes, version 8, dtype 1, count 8) + count int32 sizes + count int64 byte offsets, and the .bin
+    ends where the last example does. A truncated pair would fail in numpy ("buffer is smaller than requested
+    size") naming neither. Another index format (fairseq's legacy "TNTIDX") is left to fairseq."""
+    import struct
+
+    idx, binary = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+    redo = "rerun the data folder's `fairseq-compgen prep` command"
+    with open(idx, "rb") as f:
+        header = f.read(26)
+        if header[:9] != MMAP_MAGIC:
+            return
+        if len(header) < 26 or header[17] not in MMAP_DTYPE_SIZES:
+            raise UsageError(f"{idx}: a fairseq index cut short or damaged in its header: {redo}")
+        (count,) = struct.unpack("<Q", header[18:26])
+        size = idx.stat().st_size
+        if size != 26 + 12 * count:
+            raise UsageError(f"{idx}: {size} bytes where an index of {count} examples has {26 + 12 * count} (cut "
+                             f"short or damaged?): {redo}")
+        if count == 0:
+            return
+        f.seek(26 + 4 * (count - 1))
+        (last_size,) = struct.unpack("<i", f.read(4))
+        f.seek(26 + 4 * count + 8 * (count - 1))
+        (last_offset,) = struct.unpack("<q", f.read(8))
+    expected = last_offset + last_size * MMAP_DTYPE_SIZES[header[17]]
+    have = binary.stat().st_size if binary.is_file() else None
+    if have != expected:
+        raise UsageError(f"{binary}: {'missing' if have is None else f'{have} bytes'} where its index "
+                         f"({idx.name}) needs {expected} (cut short or damaged?): {redo}")
+
+
 def _line_lengths(path: Path) -> np.ndarray:
     """Number of space-separated tokens of every line (streamed; files are written normalized)."""
     out = []

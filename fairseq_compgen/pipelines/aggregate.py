@@ -225,10 +225,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     md = markdown_table(spec, cells, a.best, a.scale, a.digits, a.transpose)
     tables = [Path(a.markdown or out / "table.md"), Path(a.csv or out / "table.csv"), out / "runs.md",
               out / "runs.csv"]  # what this call writes, for --export; the views are added as written
+    rows = run_rows(runs, cells)  # reads every run's records: a bad one stops the call before any table is written
     atomic_write_text(tables[0], md)
     write_csv(tables[1], cells, a.best, a.metric, spec, a.scale)
     print(md, end="")
-    rows = run_rows(runs, cells)
     atomic_write_text(out / "runs.md", runs_table(spec, rows, a.metric, a.scale, a.digits))
     write_runs_csv(out / "runs.csv", rows, a.metric)
     for name, view in views:

@@ -173,7 +173,11 @@ def reference_stats(data: Path, subset: str) -> Tuple[int, int]:
     """(examples, longest reference in tokens + EOS) of a binarized seq2seq subset (check_subset found it)."""
     from fairseq.data import data_utils
 
+    from fairseq_compgen.data.binarize import check_binarized
+
     src = glob.glob(f"{glob.escape(str(data))}/{glob.escape(subset)}.*-*.src.idx")
+    for side in ("src", "tgt"):
+        check_binarized(src[0][: -len("src.idx")] + side)
     tgt = data_utils.load_indexed_dataset(src[0][: -len("src.idx")] + "tgt", None)
     return len(tgt), int(tgt.sizes.max())
 

@@ -6,7 +6,6 @@ configurations (pipelines/compare.py) and of the same cells in another sweep (--
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 import statistics
@@ -242,7 +241,12 @@ def machine_text(folder: Path) -> str:
     """Where a run trained (machine.txt), and, where its evaluation records another machine (eval/*.json's
     "evaluated": a lent GPU's run evaluated on CPU), "; evaluated on" that one."""
     machine = folder / "machine.txt"
-    text = _machine_text(json.loads(machine.read_text()) if machine.is_file() else None)
+    recorded = read_json(machine, "the machine a run trained on, as fairseq-compgen train records it (a JSON "
+                                  "object)") if machine.is_file() else None
+    if recorded is not None and not isinstance(recorded, dict):
+        raise UsageError(f"{machine}: expected the machine a run trained on, as fairseq-compgen train records it "
+                         f"(a JSON object)")
+    text = _machine_text(recorded)
     evaluated = set()
     for result in sorted((folder / "eval").glob("*.json")):
         record = read_json(result, EVAL_EXPECTED)

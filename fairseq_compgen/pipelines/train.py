@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import List, NoReturn, Optional, Sequence
 
 from fairseq_compgen import recipes
-from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder, exit_before_finalizing
+from fairseq_compgen.errors import Interrupted, UsageError, check_output_folder, exit_before_finalizing, read_json
 
 PACKAGE = recipes.PACKAGE
 CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
@@ -164,7 +164,12 @@ def check_resume(save: Path, command: Sequence[str], fingerprint: dict, allow_ot
         return
     recorded = save / "data.json"
     if recorded.is_file():
-        before, now = same_data_key(json.loads(recorded.read_text())), same_data_key(fingerprint)
+        expected = "the data fingerprint fairseq-compgen train recorded when the run started (a JSON object)"
+        saved = read_json(recorded, expected)
+        if not isinstance(saved, dict):
+            raise UsageError(f"{recorded}: expected {expected}")
+        before = same_data_key(saved)
+        now = same_data_key(fingerprint)
         if before != now:
             raise UsageError(f"{save}/checkpoint_last.pt was trained on other data than {command[1]} (data.json's "
                              f"files but {', '.join(sorted(NOT_DATA))}: sha256 {str(before)[:12]} vs {now[:12]}): "

@@ -185,6 +185,8 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         return kept
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        from fairseq_compgen.data.binarize import check_binarized
+
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
         for folder in utils.split_paths(self.cfg.data):
             for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
@@ -193,6 +195,8 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
                     if os.path.isfile(path) and os.path.getsize(path) == 0:  # numpy: "cannot mmap an empty file"
                         raise UsageError(f"{path} is empty: subset {split!r} has no examples; rerun its `fairseq-compgen prep` "
                                          f"command or leave {split!r} out of --valid-subset / --gen-subset")
+                    if os.path.isfile(path[: -len(".bin")] + ".idx"):
+                        check_binarized(path[: -len(".bin")])  # a truncated pair: numpy's error names no file
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         self.datasets[split] = training_order(self.datasets[split], split, self.cfg)  # --random-batches
         if self.cfg.eval_comp and split == (self.cfg.eval_comp_subset or os.path.basename(self.cfg.eval_comp).split(".")[0]):
