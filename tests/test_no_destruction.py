@@ -284,3 +284,26 @@ def test_train_keeps_a_record_file_it_did_not_write(scan_bin, tmp_path):
     (other / "command.txt").write_text("my notes\n")
     with pytest.raises(UsageError, match="command.txt was not written"):
         train.check_records_are_ours(other)
+
+
+def test_prep_into_the_current_folder_and_a_byte_order_mark(tmp_path, monkeypatch):
+    """`--out .` was a ValueError traceback ("PosixPath('.') has an empty name": the staging folder is named after
+    the output's; `prep cogs_tagging --out .`); a UTF-8 byte-order mark at a file's start became part of its first
+    word, a dictionary entry of its own (helper audit, 2026-11-29): it is read as the encoding mark it is."""
+    from fairseq_compgen.data.io import decode_utf8, staged_dir
+
+    assert decode_utf8("f", b"\xef\xbb\xbfjump\tI_JUMP\n") == "jump\tI_JUMP\n"
+    with pytest.raises(Exception, match=r"f:2: .*UTF-8"):
+        decode_utf8("f", b"\xef\xbb\xbfok\nbad \xff\n")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for out in (".", "./"):
+        with staged_files(Path(out), "test") as stage:
+            (stage / "train.src").write_text(f"written into {out}\n")
+        assert (here / "train.src").read_text() == f"written into {out}\n"
+    monkeypatch.chdir(tmp_path)
+    with staged_dir(Path("here/")) as stage:
+        (stage / "x").write_text("x\n")
+    assert sorted(os.listdir(here)) == ["x"]
+    assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n or ".old-" in n]

@@ -124,7 +124,9 @@ def _refuse_file(path: Path) -> None:
 def _begin(path: Path, restore) -> Path:
     """Before staging into `path`: refuse a plain file there, make its parent, remove a killed process's staging
     folders and hand each of its moved-aside folders to `restore(old, path)`."""
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." or "out/" names its folder: staging goes beside it, by its name
+    if not path.name:
+        raise UsageError(f"{path}: the root folder cannot be an output folder: expected a folder inside it")
     _refuse_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for p in _stale(path.parent, f".{path.name}.tmp-"):
@@ -344,7 +346,11 @@ def atomic_write_lines(path: PathLike, lines: Iterable[str]) -> None:
 
 
 def decode_utf8(path: PathLike, data: bytes) -> str:
-    """``data`` (the bytes of ``path``) as text; invalid UTF-8 raises DataError naming the file and line."""
+    """``data`` (the bytes of ``path``) as text, without a byte-order mark at its start (an editor's mark of the
+    encoding, not text: it became part of the first word, a token of its own in the dictionary); invalid UTF-8
+    raises DataError naming the file and line."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # no newline in it: line numbers stay those of the file
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
