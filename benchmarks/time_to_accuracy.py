@@ -205,6 +205,12 @@ def main(argv=None):
         p.error(f"--target-subset {a.target_subset} is not among --valid-subsets {a.valid_subsets}")
     if not os.path.isfile(os.path.join(a.data, "dict.src.txt")):
         p.error(f"{a.data}: no dict.src.txt; prepare the data first (e.g. fairseq-compgen prep scan --split ... --out ...)")
+    # an earlier measurement is never written over: its JSON and plot, or a run's train.log (opened anew below)
+    earlier = [f for f in (a.out + ".json", a.out + ".png") if os.path.exists(f)] + [
+        os.path.join(a.runs, f"{arch}_s{seed}", "train.log") for arch in a.archs for seed in a.seeds
+        if os.path.exists(os.path.join(a.runs, f"{arch}_s{seed}", "train.log"))]
+    if earlier:
+        p.error(f"{earlier[0]} holds an earlier measurement: expected a new --out and --runs (or remove it)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
     head, *dirty = train.commit().split()  # "HASH" or "HASH dirty"

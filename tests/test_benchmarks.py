@@ -51,6 +51,15 @@ def test_time_to_accuracy_records_a_learning_curve(scan_bin, tmp_path):
     assert "DEBUG:matplotlib" not in p.stdout + p.stderr  # the plot does not print matplotlib's font searches
     # one checkpoint on disk: fairseq's identical copies of checkpoint_last.pt (checkpoint_E_U.pt, _best) are gone
     assert sorted(f.name for f in (tmp_path / "runs" / "rel_uni_transformer_s1").glob("*.pt")) == ["checkpoint_last.pt"]
+    # run again: the measurement is not written over (it was: an empty curve and a one-line train.log)
+    before = {f: f.read_bytes() for f in (tmp_path / "curve.json", tmp_path / "runs" / "rel_uni_transformer_s1" / "train.log")}
+    again = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", scan_bin, "--archs", "rel_uni_transformer",
+                            "--updates", "20", "--runs", tmp_path / "runs", "--out", tmp_path / "other", "--", *TINY],
+                           cwd=REPO, env=env, capture_output=True, text=True)
+    assert again.returncode == 2 and again.stderr.strip().endswith(
+        "rel_uni_transformer_s1/train.log holds an earlier measurement: expected a new --out and --runs (or remove "
+        "it)"), again.stderr
+    assert {f: f.read_bytes() for f in before} == before and not (tmp_path / "other.json").exists()
 
 
 def test_sweep_cost_scales_the_measured_step_to_each_recipes_budget(tmp_path, scan_bin):
