@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -92,6 +93,10 @@ def plot_main(argv: Sequence[str]) -> int:
     return t5_biases.main(list(argv[1:])) or 0
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -112,6 +117,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted, exit_before_finalizing
+
+    if argv[0] == "prep" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        # `kill` stops a prep as Ctrl-C does: its staging folder removed and its fairseq-preprocess child stopped
+        # (subprocess.run kills the child on an exception); by default the child went on writing, orphaned
+        signal.signal(signal.SIGTERM, _terminated)
 
     try:
         rc = getattr(importlib.import_module(module), function)(argv[1:])

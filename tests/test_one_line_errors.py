@@ -355,8 +355,8 @@ def _sigint_default():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt_when(cmd, ready, timeout=240):
-    """Start `cmd`, send it SIGINT once a line of its stdout satisfies `ready`; (returncode, stdout, stderr)."""
+def _interrupt_when(cmd, ready, timeout=240, sig=signal.SIGINT):
+    """Start `cmd`, send it `sig` once a line of its stdout satisfies `ready`; (returncode, stdout, stderr)."""
     p = subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     out, start = [], time.monotonic()
@@ -364,7 +364,7 @@ def _interrupt_when(cmd, ready, timeout=240):
         for line in p.stdout:
             out.append(line)
             if ready(line):
-                p.send_signal(signal.SIGINT)
+                p.send_signal(sig)
                 break
             assert time.monotonic() - start < timeout, "".join(out[-20:])
         else:
@@ -376,12 +376,17 @@ def _interrupt_when(cmd, ready, timeout=240):
     return subprocess.CompletedProcess(cmd, p.returncode, "".join(out) + rest, err)
 
 
-def test_ctrl_c_during_prep(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_during_prep(tmp_path, sig):
     """Interrupted after the first of the generated splits is written: one line, 130; every split folder there
-    is complete (a split is written whole), none half-written."""
+    is complete (a split is written whole), none half-written. SIGTERM (`kill`) does the same: it used to end the
+    prep at once, leaving its fairseq-preprocess child writing on, orphaned (helper audit, 2026-11-29)."""
     out = tmp_path / "scan"
     p = _interrupt_when([*COMPGEN, "prep", "scan", "--split", "all-generated", "--out", out],
-                        lambda line: line.startswith("vocab"))
+                        lambda line: line.startswith("vocab"), sig=sig)
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", f"fairseq_cli.preprocess.*{out}"], capture_output=True, text=True).stdout
+    assert not left, f"a fairseq-preprocess of this prep is still running: {left}"
     last = one_line(p, rc=130, prefix="fairseq_compgen: interrupted: ")
     assert last == (f"fairseq_compgen: interrupted: fairseq-compgen prep scan stopped; a split is written into {out} "
                     f"only when complete, so it keeps the splits finished before and none half-written; rerun the "
