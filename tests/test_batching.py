@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from model_helpers import build_task
 
@@ -69,31 +70,36 @@ def test_random_batches_load_without_worker_processes(scan_bin):
         assert itr.num_workers == workers
 
 
-def test_a_run_stopped_mid_epoch_resumes_to_the_weights_of_one_never_stopped(scan_bin, tmp_path):
+@pytest.mark.parametrize("batches, stop, end", [("random", 4, 9), ("fairseq", 9, 16)])
+def test_a_run_stopped_mid_epoch_resumes_to_the_weights_of_one_never_stopped(scan_bin, tmp_path, batches, stop, end):
     """What the campaign relies on (its runs are stopped and resumed at any update): with random batches in chunks,
     dropout on, a run stopped after update 4 (mid-epoch: 7 batches of 32 per epoch) and resumed to update 9 (across
     the epoch's end) ends with the weights of a run trained to 9 at once: the same batches, in the same order, with
-    the same dropout draws (checked by hand first by an audit, 2026-11-29)."""
+    the same dropout draws (checked by hand first by an audit, 2026-11-29). fairseq's own batches (sorted by
+    length, ties shuffled), stopped in epoch 2 and resumed into epoch 3: fairseq rebuilt them under the seed of the
+    epoch a process starts in, other sentences in the same lengths, so a run resumed after its first epoch drifted
+    from one never stopped (1e-3 in the weights; audit, 2026-11-29); batching.FirstEpochOrder."""
     import torch
 
     from fairseq_compgen.checkpoint_loading import load
 
     def train(save, updates):
         cmd = [sys.executable, "-m", "fairseq_compgen.cli", "train", "--recipe", "csordas/scan", "--cpu",
-               "compgen_transformer_scan", str(scan_bin), str(save), "--random-batches", "--batch-chunks", "2",
-               "--batch-size", "32", "--max-update", str(updates), "--validate-interval-updates", "100",
-               "--save-interval-updates", "4", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+               "compgen_transformer_scan", str(scan_bin), str(save),
+               *(["--random-batches", "--batch-chunks", "2"] if batches == "random" else []), "--batch-size", "32", "--max-update", str(updates), "--validate-interval-updates", "100",
+               "--save-interval-updates", str(stop), "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
                "--encoder-layers", "1", "--decoder-layers", "1", "--num-workers", "0", "--disable-validation"]
         p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert p.returncode == 0, p.stderr[-3000:]
         return p.stdout + p.stderr
 
-    train(tmp_path / "once", 9)
-    train(tmp_path / "twice", 4)
-    log = train(tmp_path / "twice", 9)
-    assert "(epoch 1 @ 4 updates)" in log, log[-2000:]  # fairseq's "Loaded checkpoint ..." line: resumed mid-epoch
+    train(tmp_path / "once", end)
+    train(tmp_path / "twice", stop)
+    log = train(tmp_path / "twice", end)
+    epoch = stop // 7 + 1  # 7 batches an epoch
+    assert f"(epoch {epoch} @ {stop} updates)" in log, log[-2000:]  # fairseq's "Loaded checkpoint ..." line
     once, twice = (load(tmp_path / run / "checkpoint_last.pt")["model"] for run in ("once", "twice"))
-    assert load(tmp_path / "twice" / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 9
+    assert load(tmp_path / "twice" / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == end
     assert once.keys() == twice.keys()
     for name in once:
         assert torch.equal(once[name], twice[name]), name

@@ -40,7 +40,7 @@ from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.modules.parent_heads import IGNORE
 from fairseq_compgen.tasks.autocast import AutocastConfig
-from fairseq_compgen.tasks.batching import RandomBatchesConfig, loader_workers, training_order
+from fairseq_compgen.tasks.batching import RandomBatchesConfig, batch_iterator_options, training_order
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard, model_name
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 
@@ -198,8 +198,7 @@ class CogsTaggingTask(CheckedTrainStep, FairseqTask):  # train_step: --autocast-
         return None
 
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
-        if "num_workers" in kwargs:  # --random-batches: no loader processes (batching.loader_workers)
-            kwargs["num_workers"] = loader_workers(dataset, kwargs["num_workers"])
+        kwargs = batch_iterator_options(dataset, kwargs)  # loader workers; the seed of epoch 1's batches
         return super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
 
     def predict(self, model, sample):

@@ -32,7 +32,7 @@ from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks import batch_chunks, beam_stop
 from fairseq_compgen.tasks.autocast import AutocastConfig
 from fairseq_compgen.tasks.batch_chunks import BatchChunksConfig
-from fairseq_compgen.tasks.batching import RandomBatchesConfig, loader_workers, training_order
+from fairseq_compgen.tasks.batching import RandomBatchesConfig, batch_iterator_options, training_order
 from fairseq_compgen.tasks.checkpoint_guard import fingerprint, guard, model_name
 from fairseq_compgen.tasks.divergence import CheckedTrainStep
 from fairseq_compgen.tasks.greedy import batch_exact_match, greedy_match_teacher_forced, teacher_forced_exact_match
@@ -150,8 +150,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         self._current_skipped = 0  # of the subset whose batches are being evaluated
 
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
-        if "num_workers" in kwargs:  # --random-batches: no loader processes (batching.loader_workers)
-            kwargs["num_workers"] = loader_workers(dataset, kwargs["num_workers"])
+        kwargs = batch_iterator_options(dataset, kwargs)  # loader workers; the seed of epoch 1's batches
         if required_batch_size_multiple != 1:
             logger.info("compgen: using required_batch_size_multiple=1 instead of %d so that no example is dropped",
                         required_batch_size_multiple)
