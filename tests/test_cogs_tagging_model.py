@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -214,8 +215,44 @@ def test_fairseq_train_fits_and_evaluate_scores_per_category(tmp_path, head):
     log = (save / "eval" / "gen.generate.txt").read_text()
     assert "Tagged gen: 24 examples, exact match 1.0000, all tags right 1.0000" in log
     valid = json.loads((save / "eval" / "valid.json").read_text())  # unseen sentences: scored, not necessarily right
-    hyps = [line for line in (save / "eval" / "valid.generate.txt").read_text().split("\n") if line.startswith("H-")]
+    text = (save / "eval" / "valid.generate.txt").read_text()
+    hyps = [line for line in text.split("\n") if line.startswith("H-")]
     assert valid["n"] == len(hyps) == 24 and valid["per_category"] == {}
+    # each H- line is the model's own prediction (its argmax tags, rebuilt here), not the reference: on these unseen
+    # sentences some are wrong; the accuracy and the summary line are the share of H- lines equal to their T- line
+    H = dict(re.findall(r"^H-(\d+)\t0\t(.*)$", text, flags=re.M))
+    T = dict(re.findall(r"^T-(\d+)\t(.*)$", text, flags=re.M))
+    assert H == _own_logical_forms(save / "checkpoint_last.pt", small, "valid") and H.keys() == T.keys()
+    right = sum(H[i] == T[i] for i in T)
+    assert right < 24 and valid["accuracy"] == pytest.approx(right / 24)
+    assert f"Tagged valid: 24 examples, exact match {right / 24:.4f}, " in text
+
+
+def _own_logical_forms(checkpoint, data, subset):
+    """{id: the logical form rebuilt from the checkpoint's argmax tags ('' where they describe none)} of every
+    example of `subset`, in one batch: the model's own predictions, computed here (not by the task's predict)."""
+    from fairseq import checkpoint_utils
+
+    (model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)],
+                                                                      arg_overrides={"data": str(data)})
+    task.load_dataset(subset)
+    ds = task.dataset(subset)
+    sample = ds.collater([ds[i] for i in range(len(ds))])
+    with torch.no_grad():
+        out = model.eval()(**sample["net_input"])
+    parents = model.parent_head.to_parents(out["parent"].argmax(-1))  # [B, S]: positions, NO_PARENT or INVALID
+    forms = {}
+    for b, words in enumerate(sample["src_text"]):
+        n = len(words.split())  # the sentence's tokens come first in its row
+        tags = {"parent": parents[b, :n].tolist()}
+        for f in ct.FIELDS[1:]:
+            d = task.tag_dictionaries[f]
+            tags[f] = ["" if d[i] == ct.EMPTY else d[i] for i in out[f][b, :n].argmax(-1).tolist()]
+        try:
+            forms[str(int(sample["id"][b]))] = ct.from_tags(words, ct.Tags(**tags))
+        except ct.TaggingError:
+            forms[str(int(sample["id"][b]))] = ""
+    return forms
 
 
 @needs_cogs

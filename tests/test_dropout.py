@@ -98,3 +98,38 @@ def test_probabilities_below_and_above_the_grid():
     x = torch.rand(100, 100) + 0.5
     assert torch.equal(dropout(x, 1e-6, training=True), x)
     assert dropout(x, 1 - 1e-6, training=True).eq(0).all()
+
+
+# ---- the dropouts of a model layer (models/compgen_transformer.py), each on its own ----------------------------
+MODEL_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout", "embedding_dropout")
+
+
+@pytest.mark.parametrize("flag", [None, *MODEL_DROPOUTS])
+def test_each_model_dropout_acts_in_training_only(flag):
+    """With only `flag` at 0.3 (--dropout: after every sublayer, the residual's; --attention-dropout: on the
+    attention probabilities, self and cross; --activation-dropout: inside the feed-forward block;
+    --embedding-dropout: on the input embeddings), training-mode output differs from evaluation-mode output, in the
+    encoder and in the decoder (fed the same encoder output); with every dropout at 0 (None) they are the same."""
+    from model_helpers import build
+
+    torch.manual_seed(0)
+    probs = {name: 0.3 if name == flag else 0.0 for name in MODEL_DROPOUTS}  # all four set: none follows another
+    model = build("compgen_transformer", encoder_layers=1, decoder_layers=1, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32, encoder_attention_heads=2,
+                  decoder_attention_heads=2, **probs)
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, len(model.encoder.dictionary), (4, 9), generator=g)
+    prev = torch.randint(4, len(model.decoder.dictionary), (4, 8), generator=g)
+    lengths = torch.full((4,), 9)
+    with torch.no_grad():
+        enc = model.eval().encoder(src, lengths)
+        dec = model.decoder(prev, enc)[0]
+        torch.manual_seed(1)
+        enc_train = model.train().encoder(src, lengths)
+        dec_train = model.decoder(prev, enc)[0]  # the evaluation-mode encoder output: the decoder's own dropouts
+    enc_diff = (enc_train["encoder_out"][0] - enc["encoder_out"][0]).abs().max().item()
+    dec_diff = (dec_train - dec).abs().max().item()
+    if flag is None:
+        assert enc_diff < 1e-5 and dec_diff < 1e-5, (enc_diff, dec_diff)
+    else:
+        assert enc_diff > 1e-2 and dec_diff > 1e-2, (flag, enc_diff, dec_diff)

@@ -291,6 +291,70 @@ def test_comp_on_hand_built_generate_log(tmp_path):
         comp.read_meta(tmp_path / "bad.comp")
 
 
+def test_validation_comp_counts_hits_of_the_greedy_hypotheses(tmp_path, monkeypatch):
+    """The in-loop COMP of --eval-comp (tasks/compgen.py valid_step and reduce_metrics), on hand-built greedy
+    hypotheses (greedy decoding replaced) of two validation batches with ids out of order: a hit needs a form of
+    the adjective and of the noun of the example's own metadata line, subwords joined, before the first EOS.
+    3 hits of 5: comp 0.6."""
+    import torch
+    from fairseq import metrics
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+    from fairseq.data import Dictionary
+
+    from fairseq_compgen.tasks import greedy
+    from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
+    from model_helpers import build
+
+    meta = tmp_path / "test.comp"
+    meta.write_text("new\tresponse\tnouveau,nouvel,nouvelle,nouveaux,nouvelles\tréponse,réponses\n"
+                    "specific\tsource\tspécifique,spécifiques\tsource,sources\n"
+                    "good\tinstitution\tbon,bonne,bons,bonnes\tinstitution,institutions\n"
+                    "first\torganisation\tpremier,première,premiers,premières\torganisation,organisations\n"
+                    "new\tinstitution\tnouveau,nouvel,nouvelle,nouveaux,nouvelles\tinstitution,institutions\n",
+                    encoding="utf-8")
+    hyps = {0: "une nouvelle ré@@ ponse .",        # inflection + BPE: hit
+            1: "des sources spécifiques",           # plural, noun first: hit
+            2: "une institution </s> bonne",        # the adjective only after EOS: miss
+            3: "la première organisation",          # hit
+            4: "une bonne institution"}             # another example's adjective: miss
+    d = Dictionary()
+    for word in " ".join(hyps.values()).split():
+        if word != "</s>":
+            d.add_symbol(word)
+    task = CompgenTask(CompgenConfig(no_eval_accuracy=True, no_eval_tf_accuracy=True), d, d)
+    task._comp_meta = comp.read_meta(meta)
+    torch.manual_seed(0)
+    model = build("compgen_transformer", src_words=len(d) - d.nspecial, tgt_words=len(d) - d.nspecial,
+                  encoder_layers=1, decoder_layers=1, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=16, decoder_ffn_embed_dim=16, encoder_attention_heads=2,
+                  decoder_attention_heads=2)
+    criterion = CrossEntropyCriterion(task, sentence_avg=False)
+    current = {}
+
+    def decoded(model_, src_tokens, src_lengths, steps, eos):  # the hypotheses of the batch's ids, EOS, junk after
+        assert src_tokens is current["net_input"]["src_tokens"] and eos == d.eos()
+        rows = [[d.index(w) for w in hyps[i].split()] + [eos] + [d.index("bonne")] * 3 for i in current["id"].tolist()]
+        width = max(map(len, rows))
+        return torch.tensor([r + [d.pad()] * (width - len(r)) for r in rows])
+    monkeypatch.setattr(greedy, "greedy_decode", decoded)
+
+    logs = []
+    for ids in ([3, 0, 2], [4, 1]):  # expected hits: 2, then 1
+        B = len(ids)
+        src = torch.randint(d.nspecial, len(d), (B, 5))
+        target = torch.randint(d.nspecial, len(d), (B, 4))
+        target[:, -1] = d.eos()
+        prev = torch.cat([torch.full((B, 1), d.eos()), target[:, :-1]], 1)
+        current.update(id=torch.tensor(ids), nsentences=B, ntokens=target.numel(), target=target,
+                       net_input={"src_tokens": src, "src_lengths": torch.full((B,), 5), "prev_output_tokens": prev},
+                       comp_subset="test")
+        logs.append(task.valid_step(dict(current), model, criterion)[2])
+    assert [(log["_comp_hits"], log["_comp_total"]) for log in logs] == [(2, 3), (1, 2)]
+    with metrics.aggregate(new_root=True) as agg:
+        task.reduce_metrics(logs, criterion)
+        assert agg.get_smoothed_values()["comp"] == 0.6
+
+
 def test_europarl_train_comp_validation_generate_comp_and_bleu(europarl, tmp_path):
     split, _ = europarl
     data = split / "bin"

@@ -182,3 +182,31 @@ def test_errors_lists_the_first_wrong_examples_by_id(tmp_path, capsys):
     assert "id 2" not in out
     with pytest.raises(UsageError, match=r"^--errors -1: expected a number of examples >= 0$"):
         main([str(log), "--errors", "-1"])
+
+
+# ---- BLEU (scoring/bleu.py) on hypotheses that partly match ---------------------------------------------------
+BLEU_REFS = ["the cat sat on the mat.", "a quick brown fox jumps over the lazy dog",
+             "there is a book on the table, I think"]
+BLEU_HYPS = ["the cat sat on a mat.", "a quick fox jumps over the dog", "there is a book, I think"]  # shorter: BP < 1
+
+
+@pytest.mark.parametrize("tokenized, tokenize", [(False, "13a"), (True, "none")])
+def test_bleu_of_partial_matches_is_sacrebleus(tmp_path, tokenized, tokenize):
+    """Hypotheses with some n-grams of their references and 5 words fewer in all (brevity penalty < 1): our score is
+    sacrebleu's corpus_bleu with the same tokenization (13a by default; none with --tokenized), strictly between 0
+    and 100, and not the score with the two sides swapped (no brevity penalty then, other precisions); read from a
+    generate log printed out of order, each H- line is scored against its own T- line."""
+    import sacrebleu
+
+    from fairseq_compgen.scoring import bleu
+
+    expected = sacrebleu.corpus_bleu(BLEU_HYPS, [BLEU_REFS], tokenize=tokenize)
+    swapped = sacrebleu.corpus_bleu(BLEU_REFS, [BLEU_HYPS], tokenize=tokenize).score
+    assert expected.bp < 1.0 and abs(expected.score - swapped) > 1.0  # BLEU is not symmetric here
+    res = bleu.score(BLEU_HYPS, BLEU_REFS, tokenized=tokenized)
+    assert round(res["bleu"], 2) == round(expected.score, 2) and 0.0 < res["bleu"] < 100.0
+    assert res["n"] == 3 and f"tok:{tokenize}|" in res["signature"]
+    log = tmp_path / "gen.txt"
+    log.write_text("".join(f"T-{i}\t{BLEU_REFS[i]}\nH-{i}\t-0.5\t{BLEU_HYPS[i]}\n" for i in (2, 0, 1)))
+    res = bleu.main([str(log), "--expected-count", "3", *(["--tokenized"] if tokenized else [])])
+    assert round(res["bleu"], 2) == round(expected.score, 2)
