@@ -125,3 +125,145 @@ def test_generate_caps_each_batch_at_its_longest_reference():
     assert gen.seen == (0, 4) and (gen.max_len_a, gen.max_len_b) == (1.5, 200)
     CompgenTask(CompgenConfig(), d, d).inference_step(gen, [], {"target": target})
     assert gen.seen == (1.5, 200)  # off by default: plain fairseq-generate behaviour
+
+
+# ---- oracle length (--eval-oracle-length): EOS forbidden, exactly the reference length decoded and compared ------
+
+class _Scripted:
+    """A stand-in model: at decoding step t (the t-th token after the leading EOS) row b's scores are
+    `scores[b, t]`, whatever was fed; counts the decoder calls."""
+
+    def __init__(self, scores):
+        self.scores, self.calls = scores, 0
+
+    def encoder(self, src_tokens, src_lengths=None):
+        return {}
+
+    def decoder(self, tokens, encoder_out=None, incremental_state=None):
+        self.calls += 1
+        t = tokens.size(1) - 1
+        return self.scores[:, t: t + 1], None
+
+    def get_normalized_probs(self, net_output, log_probs):
+        return torch.log_softmax(net_output[0], -1)
+
+
+# row: (reference tokens, the scripted model's preferred tokens step by step: (first,) or (first, second choice);
+# 4 comes second where none is given, and after a script EOS comes first, 4 second).
+# Plain = greedy to the first EOS; oracle = EOS forbidden, ref_len steps, the first ref_len tokens compared.
+_ROWS = [
+    ([5, 6], [(5,), (6,), (EOS,)]),  # right tokens, stops right: correct either way
+    ([5, 6, 7], [(5,), (6,), (EOS, 7)]),  # stops one short; with EOS forbidden the 2nd choice 7 completes it
+    ([5], [(5,), (6,), (EOS,)]),  # goes on past the reference: only the oracle's cut-off at ref_len saves it
+    ([4, 4], [(4,), (5,), (EOS,)]),  # a wrong token: wrong either way
+    ([6], [(EOS, 4)]),  # stops at once; its 2nd choice 4 is wrong too
+    ([7, 4], [(7,), (EOS, 5)]),  # stops early, and its 2nd choice is wrong
+    ([4, 5], [(4,), (5,), (7,), (EOS,)]),  # right tokens, but no EOS after them
+]
+_PLAIN = [True, False, False, False, False, False, False]
+_ORACLE = [True, True, True, False, False, False, True]
+
+
+def _scripted_batch(V=8, T=6):
+    B = len(_ROWS)
+    scores = torch.zeros(B, T, V)
+    scores[:, :, EOS], scores[:, :, 4] = 3.0, 1.0
+    for b, (_, script) in enumerate(_ROWS):
+        for t, choice in enumerate(script):
+            scores[b, t] = 0.0
+            scores[b, t, 4] = 1.0
+            scores[b, t, choice[0]] = 3.0
+            if len(choice) > 1:
+                scores[b, t, choice[1]] = 2.0
+    width = max(len(ref) for ref, _ in _ROWS) + 1
+    target = torch.tensor([ref + [EOS] + [PAD] * (width - len(ref) - 1) for ref, _ in _ROWS])  # tokens, EOS, pads
+    src = torch.full((B, 3), 4)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.full((B,), 3),
+                            "prev_output_tokens": torch.full((B, width), EOS)}, "target": target}
+    return _Scripted(scores), sample
+
+
+def test_greedy_decode_forbid_eos_never_emits_eos_and_runs_every_step():
+    model, sample = _scripted_batch()
+    net = sample["net_input"]
+    pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], 4, EOS, forbid_eos=True)
+    assert model.calls == 4 and pred.shape == (len(_ROWS), 4)  # no early stop, though every row "wants" EOS
+    assert not bool(pred.eq(EOS).any())
+    assert pred.tolist() == [[5, 6, 4, 4], [5, 6, 7, 4], [5, 6, 4, 4], [4, 5, 4, 4], [4, 4, 4, 4], [7, 5, 4, 4],
+                             [4, 5, 7, 4]]  # the 2nd choice wherever EOS comes first
+    model.calls = 0
+    plain = greedy_decode(model, net["src_tokens"], net["src_lengths"], 6, EOS)
+    assert model.calls == 4  # every row has emitted EOS by step 4: stops, fills with EOS
+    assert plain.tolist()[1] == [5, 6, EOS, EOS, EOS, EOS] and plain.tolist()[4] == [EOS] * 6
+
+
+def test_oracle_length_verdicts_differ_from_plain_exact_match():
+    """`batch_exact_match(oracle=True)`: EOS forbidden, max ref_len steps decoded, each row's first ref_len tokens
+    compared (what follows them does not count); the plain verdict also needs EOS right after them."""
+    model, sample = _scripted_batch()
+    assert batch_exact_match(model, sample, PAD, EOS).tolist() == _PLAIN
+    model.calls = 0
+    assert batch_exact_match(model, sample, PAD, EOS, oracle=True).tolist() == _ORACLE
+    assert model.calls == max(len(ref) for ref, _ in _ROWS)  # exactly the longest reference's length
+
+
+def _slow_greedy(model, src, ref_len, oracle):
+    """One sentence (no padding), the full forward pass at every step on its own previous outputs; oracle: EOS
+    masked, ref_len tokens; else until EOS or ref_len + 1 tokens. -> the hypothesis (without EOS)."""
+    out = [EOS]
+    for _ in range(ref_len if oracle else ref_len + 1):
+        logits = model(src[None], torch.tensor([src.numel()]), torch.tensor([out]))[0][0, -1]
+        if oracle:
+            logits[EOS] = float("-inf")
+        out.append(int(logits.argmax()))
+        if out[-1] == EOS:
+            return out[1:-1]
+    return out[1:]
+
+
+def test_oracle_and_plain_verdicts_equal_slow_decoding_on_a_tiny_transformer():
+    """A tiny rel_transformer (its decoder reads its own outputs), a left-padded batch: both verdicts of
+    `batch_exact_match` equal a per-sentence decoding with a full forward pass at every step. EOS is raised until
+    plain greedy stops early on a quarter of the rows; references: plain greedy's output where it stops after 1-4
+    tokens, else the first 1-4 tokens of the EOS-forbidden decoding, or those with one token changed."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = build("rel_transformer", src_words=5, tgt_words=4, encoder_embed_dim=16, decoder_embed_dim=16,
+                  encoder_ffn_embed_dim=32, decoder_ffn_embed_dim=32).eval()
+    B, S = 16, 5
+    src = torch.randint(4, 9, (B, S), generator=g)
+    src[:, -1] = EOS
+    src[::3, :2] = PAD
+    rows = [s[s.ne(PAD)] for s in src]
+    V = len(model.decoder.dictionary)
+    with torch.no_grad():
+        for _ in range(40):
+            if sum(len(_slow_greedy(model, r, 3, False)) < 4 for r in rows) >= B // 4:
+                break
+            _output_bias(model)[EOS] += 0.25
+        refs = []
+        for b, r in enumerate(rows):
+            ref = _slow_greedy(model, r, 4, True)[: 1 + b % 4]
+            stopped = _slow_greedy(model, r, 4, False)
+            if 0 < len(stopped) < 5:  # greedy stops after 1-4 tokens: its own output (correct either way)
+                ref = stopped
+            elif b % 3 == 2:  # one wrong token
+                i = int(torch.randint(0, len(ref), (1,), generator=g))
+                ref[i] = 4 + (ref[i] - 4 + 1) % (V - 4)
+            assert PAD not in ref
+            refs.append(ref)
+        T = max(map(len, refs)) + 1
+        target = torch.tensor([ref + [EOS] + [PAD] * (T - len(ref) - 1) for ref in refs])
+        prev = torch.cat([torch.full((B, 1), EOS), target[:, :-1]], 1).masked_fill(target.eq(PAD), PAD)
+        sample = {"net_input": {"src_tokens": src, "src_lengths": src.ne(PAD).sum(1), "prev_output_tokens": prev},
+                  "target": target}
+        plain_hyps = [_slow_greedy(model, r, len(ref), False) for r, ref in zip(rows, refs)]
+        plain = [hyp == ref for hyp, ref in zip(plain_hyps, refs)]
+        oracle = [_slow_greedy(model, r, len(ref), True) == ref for r, ref in zip(rows, refs)]
+        assert batch_exact_match(model, sample, PAD, EOS).tolist() == plain
+        assert batch_exact_match(model, sample, PAD, EOS, oracle=True).tolist() == oracle
+    # oracle-only matches where plain greedy stops before the reference's end (EOS forbidden is what makes them)
+    # and where it runs past it (the cut-off at ref_len); oracle misses
+    assert any(o and len(hyp) < len(ref) for o, hyp, ref in zip(oracle, plain_hyps, refs))
+    assert any(o and len(hyp) > len(ref) for o, hyp, ref in zip(oracle, plain_hyps, refs))
+    assert any(plain) and not all(oracle)

@@ -1,4 +1,5 @@
 """Syntactic Attention (Russin et al. 2019, Section 2) against its equations, its decoding, and fairseq."""
+import math
 import os
 import re
 import subprocess
@@ -57,6 +58,122 @@ def test_attention_readout_matches_loops():
             with torch.no_grad():
                 hc = model.decoder.cell(c[None], hc)
             s = hc[0][0]
+
+
+
+# ---- the whole model against a direct, slow implementation of the paper's equations (float64) ---------------------
+def _sigmoid(z):
+    return 1.0 / (1.0 + torch.exp(-z))
+
+
+def _lstm_step(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    """One LSTM step, gates i, f, g, o (PyTorch's row order of the weights), written out."""
+    z = w_ih @ x + b_ih + w_hh @ h + b_hh
+    n = h.numel()
+    i, f, g, o = _sigmoid(z[:n]), _sigmoid(z[n:2 * n]), torch.tanh(z[2 * n:3 * n]), _sigmoid(z[3 * n:])
+    c = f * c + i * g
+    return o * torch.tanh(c), c
+
+
+def _bilstm_loops(lstm, xs):
+    """A one-layer bidirectional LSTM over the list of vectors xs, one step at a time from zero states ->
+    (fwd, bwd): fwd[j] after reading x_0 .. x_j, bwd[j] after reading x_{n-1} down to x_j."""
+    n_hid = lstm.hidden_size
+    out = {}
+    for suffix, order in (("", range(len(xs))), ("_reverse", reversed(range(len(xs))))):
+        w = [getattr(lstm, f"{name}_l0{suffix}").detach() for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        h = c = torch.zeros(n_hid, dtype=torch.float64)
+        states = [None] * len(xs)
+        for j in order:
+            h, c = _lstm_step(xs[j], h, c, *w)
+            states[j] = h
+        out[suffix] = states
+    return out[""], out["_reverse"]
+
+
+def _paper_forward(model, words, steps, variant):
+    """Russin et al. (2019) Eqs. 1-6 and their Table 2/3 variants for ONE sentence (batch 1, no padding, as the
+    authors ran it), with the layout of the authors' code (B2.2 of the spec): x = <SOS> words (ending in <EOS>).
+    Returns h [L, 2x], m [L, m], s0 [2x], alphas [T, L], logits [T, V]."""
+    enc, dec = model.encoder, model.decoder
+    x = [BOS] + words
+    L = len(x)
+    W_m, W_x = enc.semantic_embed.weight.detach(), enc.syntactic_embed.weight.detach()
+    m = [W_m[t] for t in x]  # Eq. 1: m_j = W_m x_j (dropout off in eval mode)
+    if variant.get("sequential_semantics"):  # Table 2: m_j = [->m_j ; <-m_j] from a biLSTM over the W_m x_j
+        mf, mb = _bilstm_loops(enc.semantic_lstm, m)
+        m = [torch.cat([mf[j], mb[j]]) for j in range(L)]
+    e = [W_x[t] for t in x]
+    f, b = _bilstm_loops(enc.lstm1, e)
+    zero = torch.zeros(enc.lstm1.hidden_size, dtype=torch.float64)
+    ctx = [torch.cat([f[j - 1] if j > 0 else zero, b[j + 1] if j + 1 < L else zero]) for j in range(L)]  # Eq. 2
+    ctx[0], ctx[L - 1] = enc.sos_role.detach(), enc.eos_role.detach()  # the authors' <SOS>/<EOS> roles
+    f2, b2 = _bilstm_loops(enc.lstm2, ctx)
+    h = [torch.cat([f2[j], b2[j]]) for j in range(L)]
+    W0, b0 = enc.init_query.weight.detach(), enc.init_query.bias.detach()
+    s0 = torch.relu(W0 @ torch.cat([f2[L - 1], b2[0]]) + b0)  # s_0 from the final states [->h_L ; <-h_1]
+    s = s0
+    cell = dec.cell
+    w_cell = [getattr(cell, n).detach() for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    W_out, b_out = dec.out.weight.detach(), dec.out.bias.detach()
+    hd = cd = torch.zeros(s.numel(), dtype=torch.float64)  # the decoder LSTM's state starts at zero
+    alphas, logits = [], []
+    for _ in range(steps):
+        scores = [float(s @ h[j]) for j in range(L)]  # Eq. 5: e_ij = s_i . h_j
+        top = max(scores)
+        z = sum(math.exp(v - top) for v in scores)
+        alpha = [math.exp(v - top) / z for v in scores]  # Eq. 4
+        d = sum(alpha[j] * m[j] for j in range(L))  # Eq. 3
+        c = sum(alpha[j] * h[j] for j in range(L))  # Eq. 6
+        feat = d
+        if variant.get("syntax_action"):  # Table 2: f([d_i ; c_i])
+            feat = torch.cat([d, c])
+        if variant.get("nonlinear_semantics"):  # Table 3 / the authors' sem_mlp: Linear(ReLU(Linear(ReLU(d_i))))
+            mlp = dec.semantic_mlp
+            feat = torch.relu(mlp.weight.detach() @ torch.relu(d) + mlp.bias.detach())
+        logits.append(W_out @ feat + b_out)
+        alphas.append(torch.tensor(alpha, dtype=torch.float64))
+        hd, cd = _lstm_step(c, hd, cd, *w_cell)  # Eq. 6: s_{i+1} = g(s_i, c_i)
+        s = hd
+    return torch.stack(h), torch.stack(m), s0, torch.stack(alphas), torch.stack(logits)
+
+
+@pytest.mark.parametrize("variant", [{}, {"sequential_semantics": True}, {"syntax_action": True},
+                                     {"nonlinear_semantics": True},
+                                     {"sequential_semantics": True, "syntax_action": True}],
+                         ids=["paper", "sequential_semantics", "syntax_action", "nonlinear_semantics",
+                              "seq_sem+syn_act"])
+def test_whole_model_matches_paper_equations_in_float64(variant):
+    """Encoder and decoder against `_paper_forward` (explicit per-step LSTM gate equations, explicit shifts and
+    concatenations, one sentence at a time), in float64: h_j, m_j, s_0, alpha_ij and the logits f(d_i), for a
+    left-padded batch with rows of 4, 7 and 1 source tokens (the last: <SOS> <EOS> only, both roles)."""
+    torch.manual_seed(0)
+    model = build("syntactic_attention", **SMALL, **variant).double().eval()
+    g = torch.Generator().manual_seed(1)
+    V = len(model.encoder.dictionary)
+    src = torch.randint(4, V, (3, 7), generator=g)
+    src[:, -1] = EOS
+    src[0, :3] = PAD
+    src[2, :6] = PAD
+    lengths = src.ne(PAD).sum(1)
+    T = 5
+    prev = torch.full((3, T), EOS)  # only its length matters (Eq. 6)
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        logits, extra = model(src, lengths, prev)
+    assert logits.dtype == torch.float64
+    for b in range(3):
+        words = [t for t in src[b].tolist() if t != PAD]
+        h, m, s0, alpha, ref_logits = _paper_forward(model, words, T, variant)
+        L = h.size(0)
+        assert enc["encoder_padding_mask"][0][b].tolist() == [False] * L + [True] * (8 - L)
+        assert (enc["encoder_out"][0][b, :L] - h).abs().max() < 1e-9, b
+        assert (enc["semantic"][0][b, :L] - m).abs().max() < 1e-9, b
+        assert (enc["init_query"][0][b] - s0).abs().max() < 1e-9, b
+        # alpha goes through a float32 softmax in `attend`, hence 1e-6 from here on
+        assert (extra["syntactic_attn"][0][b, :, :L] - alpha).abs().max() < 1e-6, b
+        assert (logits[b] - ref_logits).abs().max() < 1e-6, b
+    assert float(enc["init_query"][0].abs().sum()) > 0.1  # s_0 is not all zero (the ReLU leaves some units on)
 
 
 def test_attend_function_on_random_tensors():
