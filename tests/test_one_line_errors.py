@@ -148,6 +148,21 @@ def test_eval_of_a_file_that_is_no_checkpoint(kind, run, scan_bin, tmp_path):
     assert not (tmp_path / "ev").exists()  # no empty output folder left behind either (found by hand, 2026-11-28)
 
 
+def test_eval_of_a_checkpoint_with_nan_weights(run, scan_bin, tmp_path):
+    """Saved after training diverged: refused as a resume is (it was an AssertionError traceback from fairseq's
+    generator: helper audit, 2026-11-29)."""
+    import torch
+
+    state = torch.load(run / "checkpoint_last.pt", weights_only=False)  # our own file
+    name = next(k for k, v in state["model"].items() if v.is_floating_point())
+    state["model"][name].fill_(float("nan"))
+    torch.save(state, tmp_path / "nan.pt")
+    last = one_line(compgen("eval", tmp_path / "nan.pt", scan_bin, "gen", "--cpu", "--out", tmp_path / "ev"))
+    assert last.startswith(f"fairseq_compgen: error: {tmp_path / 'nan.pt'} holds NaN/Inf weights (1 tensors, e.g. "
+                           f"{name}; saved at update 2)"), last
+    assert not (tmp_path / "ev").exists()
+
+
 # --------------------------------------------------------------------------------- a binary file to score
 @pytest.mark.parametrize("scorer", ["exact_match", "bleu", "comp"])
 def test_score_of_a_binary_file(scorer, tmp_path):

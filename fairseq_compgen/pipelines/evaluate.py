@@ -201,6 +201,9 @@ def check_checkpoint(ckpt: Path) -> None:
                          f"interrupted copy or training leaves an incomplete file") from None
     if not isinstance(state, dict) or "model" not in state:
         raise UsageError(f"{ckpt} holds a {type(state).__name__} without the model's weights ('model'): {expected}")
+    from fairseq_compgen.tasks.divergence import check_weights
+
+    check_weights(state, str(ckpt))  # NaN/Inf weights: fairseq's generator failed with an AssertionError traceback
 
 
 # fairseq's SequenceGenerator ends a sentence as soon as --beam hypotheses have ended (its is_finished), whatever
