@@ -61,6 +61,17 @@ def test_iwslt_malformed_seg_names_file_and_line(tmp_path, bad, why):
         iwslt14.read_xml_segments(p)
 
 
+def test_iwslt_training_files_of_different_lengths_name_the_shorter(tmp_path):
+    """The check named the en file at line 1 whichever file had lost a line (helper audit, 2026-11-29)."""
+    from fairseq_compgen.errors import UsageError
+
+    for lang, lines in (("de", ["<url>x</url>", "ein Satz", "noch einer"]), ("en", ["<url>x</url>", "a sentence"])):
+        (tmp_path / f"train.tags.de-en.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"train\.tags\.de-en\.en: 1 lines after removing tags, but "
+                                         r"train\.tags\.de-en\.de has 2: expected as many"):
+        iwslt14.prepare_text(tmp_path)
+
+
 def test_iwslt_missing_segment_is_an_error(tmp_path):
     d = need(DATA / "iwslt14")
     for lang in ("de", "en"):

@@ -38,7 +38,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from fairseq_compgen.data import download
 from fairseq_compgen.data.dataset import Dataset, Split
 from fairseq_compgen.data.io import DataError, read_data_lines, reading_archive, staged_dir
-from fairseq_compgen.errors import MissingFileError
+from fairseq_compgen.errors import MissingFileError, UsageError
 
 URL = "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"
 SRC_LANG, TGT_LANG = "de", "en"
@@ -200,9 +200,11 @@ def prepare_text(folder, bpe_tokens: int = BPE_TOKENS):
     folder = Path(folder)
     src = read_train_tags(folder / f"train.tags.{PAIR}.{SRC_LANG}")
     tgt = read_train_tags(folder / f"train.tags.{PAIR}.{TGT_LANG}")
-    if len(src) != len(tgt):
-        raise DataError(folder / f"train.tags.{PAIR}.{TGT_LANG}", 1,
-                        f"{len(tgt)} lines after removing tags, but the {SRC_LANG} file has {len(src)}")
+    if len(src) != len(tgt):  # the shorter file is named: the one that lost a line (or the other gained one)
+        (short, n), (long, m) = sorted([(folder / f"train.tags.{PAIR}.{SRC_LANG}", len(src)),
+                                        (folder / f"train.tags.{PAIR}.{TGT_LANG}", len(tgt))], key=lambda x: x[1])
+        raise UsageError(f"{short}: {n} lines after removing tags, but {long.name} has {m}: expected as many (a "
+                         f"line missing here, or one too many there?)")
     # the recipe tokenizes, cleans, then lowercases the training data; lowercasing does not change lengths
     train, dropped = clean_corpus(list(zip(moses_tokenize(src, SRC_LANG), moses_tokenize(tgt, TGT_LANG))))
     train = [(s.lower(), t.lower()) for s, t in train]
