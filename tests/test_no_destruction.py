@@ -183,6 +183,28 @@ def test_eval_keeps_a_result_of_the_same_checkpoint_made_with_other_flags_or_met
     assert json.loads(gen.read_text())["generate_flags"] == "--beam 3"
 
 
+def test_eval_removes_what_a_killed_evaluation_left_under_temporary_names(scan_bin, tmp_path, monkeypatch):
+    """SIGKILL skips every cleanup: its SUBSET.*.tmp-PID files stayed for good (helper audit, 2026-11-29). The next
+    evaluation into the folder removes those of processes no longer running, and leaves a live one's alone."""
+    import subprocess
+    import sys
+
+    from fairseq_compgen.pipelines import evaluate
+
+    ckpt = tmp_path / "checkpoint_last.pt"
+    ckpt.write_bytes(b"last")
+    without_model(monkeypatch, evaluate, _fake_generate(right=True))
+    (tmp_path / "eval").mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a process that has ended
+    left = [tmp_path / "eval" / f"gen{ext}.tmp-{dead}" for ext in (".json", ".generate.txt", ".outputs.gz")]
+    live = tmp_path / "eval" / f"gen.json.tmp-{os.getppid()}"  # a running process's (pytest's parent)
+    for f in (*left, live):
+        f.write_text("half")
+    evaluate.evaluate(ckpt, scan_bin, ["gen"], cpu=True, echo=lambda s: None)
+    assert not any(f.exists() for f in left) and live.exists()
+
+
 def test_a_failed_evaluation_leaves_no_temporary_file(scan_bin, tmp_path, monkeypatch):
     from fairseq_compgen.pipelines import evaluate
 

@@ -105,7 +105,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _stale(folder: Path, prefix: str) -> list:
+def stale_entries(folder: Path, prefix: str) -> list:
     """Entries ``<prefix><pid>`` of ``folder`` whose process is no longer running."""
     out = []
     for p in folder.glob(prefix + "*"):
@@ -129,9 +129,9 @@ def _begin(path: Path, restore) -> Path:
         raise UsageError(f"{path}: the root folder cannot be an output folder: expected a folder inside it")
     _refuse_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for p in _stale(path.parent, f".{path.name}.tmp-"):
+    for p in stale_entries(path.parent, f".{path.name}.tmp-"):
         shutil.rmtree(p, ignore_errors=True)
-    for p in _stale(path.parent, f".{path.name}.old-"):
+    for p in stale_entries(path.parent, f".{path.name}.old-"):
         restore(p, path)
     return path
 

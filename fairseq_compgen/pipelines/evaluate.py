@@ -63,7 +63,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq_compgen import recipes, scoring
 from fairseq_compgen.checkpoint_loading import checkpoint_file
-from fairseq_compgen.data.io import gzip_text, read_text_lines
+from fairseq_compgen.data.io import gzip_text, read_text_lines, stale_entries
 from fairseq_compgen.errors import MissingFileError, UsageError, check_output_folder
 
 OUTPUTS = ".outputs.gz"  # eval/SUBSET.outputs.gz: the module docstring
@@ -336,6 +336,10 @@ def evaluate(ckpt, data, subsets: Sequence[str] = (), cpu: bool = False, metric:
     check_checkpoint(ckpt)  # once, before any folder is made or any subset's data is read
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
+    for subset in subsets:  # what an evaluation killed outright (SIGKILL) left under its temporary names
+        for ext in (".generate.txt", ".table.txt", ".json", OUTPUTS):
+            for stale in stale_entries(out, f"{subset}{ext}.tmp-"):
+                stale.unlink(missing_ok=True)
     from fairseq_compgen.pipelines.train import machine
     # a run may be evaluated elsewhere than it trained (a lent GPU's checkpoints); --cpu may come in the flags too
     where = json.loads(machine(cpu or "--cpu" in extra))
