@@ -120,8 +120,8 @@ def _code_setting(value, where: str, depth: int = 0):
     "cfg") that :func:`_is_code`, or None."""
     if isinstance(value, str):
         return (where, value) if _is_code(value) else None
-    if depth > 8:  # fairseq's configs nest 3 deep; deeper is not a config
-        return None
+    if depth > 64:  # fairseq's configs nest 3 deep: a structure this deep is no config, and is refused as such
+        return (where, "a structure nested more than 64 deep")
     if isinstance(value, argparse.Namespace):
         value = vars(value)
     if isinstance(value, dict):

@@ -9,6 +9,7 @@ mechanics are tested; counts are checked on the full real files.
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -625,6 +626,20 @@ def test_cfq_corrupt_tarball_and_bad_utf8_json_name_the_file(tmp_path):
 
 
 @needs_pcfg
+def test_pcfg_empty_target_without_validation_names_the_input(tmp_path):
+    """With --no-validate an empty target is found when the text is written: it was named by the output folder,
+    a path that did not exist (helper audit, 2026-11-29); now by the input files and the example (= line) number."""
+    folder = tmp_path / "pcfgset" / "productivity"
+    folder.mkdir(parents=True)
+    for subset in ("train", "test"):
+        (folder / f"{subset}.src").write_text("copy A B\nreverse A B\ncopy B\n")
+        (folder / f"{subset}.tgt").write_text("A B\n\nB\n" if subset == "test" else "A B\nB A\nB\n")
+    with pytest.raises(UsageError, match=rf"{re.escape(str(folder / 'test.src'))} / test\.tgt: example 2 of test "
+                                         r"\(target\): empty after tokenization"):
+        prep_module("pcfg").main(["--split", "productivity", "--out", str(tmp_path / "out"), "--pcfg-dir",
+                                  str(tmp_path / "pcfgset"), "--no-validate", "--no-count-check"])
+
+
 def test_pcfg_cut_mid_line(tmp_path):
     for ext in ("src", "tgt"):
         (tmp_path / f"t.{ext}").write_text("\n".join(_lines(PCFG_DIR / "pcfgset" / f"dev.{ext}")[:30]) + "\n")

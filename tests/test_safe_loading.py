@@ -396,3 +396,17 @@ def test_a_boolean_setting_is_read_as_text_never_evaluated():
                                                                                       True, False]
     with pytest.raises(UsageError, match=r"a boolean setting holds 'exit\(\)': expected True or False"):
         bool_flag("exit()")
+
+
+def test_settings_nested_past_any_config_are_refused(monkeypatch):
+    """The walk over the settings has a depth bound; a structure past it is refused, not passed unread."""
+    from fairseq_compgen.checkpoint_loading import UntrustedCheckpointError, check_settings
+
+    monkeypatch.delenv("FAIRSEQ_COMPGEN_TRUST_CHECKPOINTS", raising=False)
+    deep = "lr"
+    for _ in range(70):
+        deep = [deep]
+    check_settings({"cfg": {"model": {"lr": [[["(0.9, 0.98)"]]]}}}, "x.pt")  # a config's depth: fine
+    with pytest.raises(UntrustedCheckpointError, match=r"x\.pt: its setting cfg(\[0\])+ = 'a structure nested more "
+                                                       r"than 64 deep'"):
+        check_settings({"cfg": deep}, "x.pt")

@@ -270,6 +270,42 @@ def test_aggregate_shows_missing_datasets_and_leaves_out_changed_runs(tmp_path, 
     assert [(row["seed"], row["values"]) for row in tables.run_rows(runs, cells)] == [(1, {"gen": pytest.approx(0.6)})]
 
 
+def test_a_run_left_out_is_out_of_every_view_and_of_the_option_check(tmp_path, data, capsys):
+    """A finished run made with other settings was left out of the cells only: the by-length view, the curves and
+    the export still used it, and trained with other options it stopped the whole command as 'cannot be pooled'
+    (helper audit, 2026-11-29). Now it is left out everywhere, with the one message."""
+    from fairseq_compgen.pipelines import aggregate
+
+    out = tmp_path / "out"
+    runs = _plan(out, data, {("a", 1): None, ("a", 2): {"arch": "something else"}})
+    for r in runs:
+        if r.dataset == "a":
+            lr = "1e-3" if r.seed == 1 else "0.5"  # the run left out was trained with another --lr too
+            (r.path / "command.txt").write_text(f"fairseq-train {data} --arch rel_uni_transformer_scan --lr {lr}\n")
+            result = json.loads((r.path / "eval" / "gen.json").read_text())
+            result["per_length"] = {"3": {"n": 4, "correct": r.seed, "accuracy": r.seed / 4}}
+            (r.path / "eval" / "gen.json").write_text(json.dumps(result))
+    dest = tmp_path / "export"
+    assert aggregate.main([str(out), "--no-plots", "--by-length", "gen", "--export", str(dest)]) == 0
+    assert "1 finished run(s) were made with other settings" in capsys.readouterr().err
+    by_length = (out / "by_length_gen.md").read_text()
+    assert "| reluni (seeds 1) |" in by_length and "| 3 | 4 | 0.25 |" in by_length, by_length
+    assert (dest / "a" / "reluni" / "seed1").is_dir() and not (dest / "a" / "reluni" / "seed2").exists()
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_a_result_that_is_no_finite_number_is_named(tmp_path, data, value):
+    """JSON's NaN passed, and the std failed in a traceback (the permutation test gave p = 0.0)."""
+    from fairseq_compgen.pipelines import pooling
+
+    out = tmp_path / "out"
+    runs = _plan(out, data, {("a", 1): None})
+    path = runs[0].path / "eval" / "gen.json"
+    path.write_text(f'{{"accuracy": {value}}}')
+    with pytest.raises(UsageError, match=r"gen\.json: 'accuracy' is (nan|inf): expected a finite number"):
+        pooling.collect(out)
+
+
 def test_aggregate_of_nothing_is_an_error(tmp_path, data):
     out = tmp_path / "out"
     _plan(out, data, {})

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data import download
-from fairseq_compgen.data.dataset import Dataset, Split
+from fairseq_compgen.data.dataset import Dataset, Examples, Split
 from fairseq_compgen.data.io import DataError, read_data_lines
 from fairseq_compgen.errors import MissingFileError, UsageError
 
@@ -187,7 +187,8 @@ def load(split: str, pcfg_dir: Optional[Path] = None, cache_dir: Optional[Path] 
             else:
                 p = download.fetch(PCFG_RAW_URL + rel, "pcfg", rel, cache_dir=cache_dir, hint=HINT)
             paths.append(p)
-        out[subset] = read_pairs(*paths, validate=validate)
+        # an empty line is found when the text is written: named by these files, not by the output folder
+        out[subset] = Examples(read_pairs(*paths, validate=validate), source=f"{paths[0]} / {paths[1].name}")
     return out
 
 

@@ -60,12 +60,18 @@ def read_metric(path: Path, metric: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         keys = ", ".join(result) if isinstance(result, dict) else type(result).__name__
         raise UsageError(f"{path} has no numeric {metric!r} (--metric {metric}); its keys: {keys}")
+    if not math.isfinite(value):  # JSON's NaN/Infinity: a mean, std and p-value of it mean nothing
+        raise UsageError(f"{path}: {metric!r} is {value}: expected a finite number (fairseq-compgen eval writes one)")
     return float(value)
 
 
+LEFT_OUT = "_left_out"  # set by pool on a finished run made with other settings than its plan gives it
+
+
 def finished(run: dict) -> bool:
-    """A planned run has finished once its done.json exists (the runner writes it last)."""
-    return (Path(run["dir"]) / DONE).is_file()
+    """A planned run has finished once its done.json exists (the runner writes it last); one that pool left out,
+    made with other settings than its plan's, counts as not finished for every table, view and export."""
+    return not run.get(LEFT_OUT) and (Path(run["dir"]) / DONE).is_file()
 
 
 def _made_as_planned(run: dict) -> bool:
@@ -231,6 +237,9 @@ def pool(outs: Sequence[Path]) -> Tuple[dict, List[dict]]:
             if before is None or finished(r):
                 chosen[key] = r
     runs = list(chosen.values())
+    for r in runs:  # made under another plan: not this cell's run, and not to be compared with the others below
+        if finished(r) and not _made_as_planned(r):
+            r[LEFT_OUT] = True
     check_alike(runs, pooled=len(plans) > 1)  # also within one folder: data re-prepared, options edited between runs
     return plans[0]["spec"], runs
 
@@ -248,13 +257,10 @@ def collect(outs, metric: str = "accuracy") -> Tuple[dict, List[dict], Dict[Tupl
         known = subsets.setdefault(r["dataset"], [])
         known.extend(x for x in r.get("subsets") or [] if x not in known)
     results: Dict[Tuple[str, str, int], Dict[str, float]] = {}
-    changed: List[str] = []
+    changed = [r["dir"] for r in runs if r.get(LEFT_OUT)]  # finished under other settings than sweep.json's
     for r in runs:
         d = Path(r["dir"])
         if not finished(r):
-            continue
-        if not _made_as_planned(r):
-            changed.append(f"{d}")  # finished under other settings than sweep.json's: not this cell's run
             continue
         files = {p.stem: p for p in sorted((d / "eval").glob("*.json"))}
         if r.get("subsets"):
