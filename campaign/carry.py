@@ -142,7 +142,7 @@ def carry(repo: Path, rel: str, run: Path, where: str = ""):
 
 
 def save(repo: Path, state: Path, max_mb: float) -> int:
-    carried = 0
+    carried = failed = 0
     for rel, run in unfinished_runs(state):
         if recorded(repo, rel):
             continue
@@ -152,14 +152,23 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
             print(f"carry: {rel}: not carried, its checkpoint is {mb:.0f} MB (over --max-mb {max_mb:g})")
             continue
         dest = repo / CARRY / rel
-        if (dest / CHECKPOINT).is_file() and filecmp.cmp(dest / CHECKPOINT, ck, shallow=False):
+        # already carried: the same checkpoint there and committed (a save whose commit failed left it uncommitted:
+        # carried again)
+        if (dest / CHECKPOINT).is_file() and filecmp.cmp(dest / CHECKPOINT, ck, shallow=False) and not git(
+                repo, "status", "--porcelain", "--", (CARRY / rel).as_posix(), check=False).stdout.strip():
             print(f"carry: {rel}: already carried at this checkpoint")
             continue
-        updates, _ = carry(repo, rel, run)
+        try:
+            updates, _ = carry(repo, rel, run)
+        except RuntimeError as e:  # one run's failed commit (a held index lock): the others are still carried
+            print(f"carry: {rel}: not carried: {e}; its files are under {CARRY / rel}, committed by a later save",
+                  file=sys.stderr)
+            failed += 1
+            continue
         print(f"carry: committed {rel} at update {updates}")
         carried += 1
-    print(f"carry: {carried} run(s) carried")
-    return 0
+    print(f"carry: {carried} run(s) carried" + (f", {failed} not (their commits failed)" if failed else ""))
+    return 1 if failed else 0
 
 
 def restore(repo: Path, state: Path, queues=()) -> int:

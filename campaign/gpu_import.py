@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from campaign.carry import CARRY, CHECKPOINT, carry, commit_paths, num_updates, recorded  # noqa: E402
+from campaign.carry import CARRY, CHECKPOINT, carry, commit_paths, committed, num_updates, recorded  # noqa: E402
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import DONE, RECORDS, kept_eval_files, trained_at  # noqa: E402
 from fairseq_compgen.pipelines.sweep import data_folder  # noqa: E402
@@ -124,8 +124,10 @@ def record(repo: Path, rel: str, run: Path, tree: Path) -> str:
         shutil.copy2(plan, target.with_name("sweep.json.tmp"))
         target.with_name("sweep.json.tmp").rename(target)
         paths.append(str(GPU / rel.split("/")[0] / "sweep.json"))
-    if (repo / CARRY / rel).is_dir():  # a CPU lane's carried checkpoint of this run: removed in the same commit
-        shutil.rmtree(repo / CARRY / rel)
+    # a CPU lane's carried checkpoint of this run: removed in the same commit (named while it is in HEAD, so a rerun
+    # after a failed commit still commits the removal)
+    if (repo / CARRY / rel).is_dir() or committed(repo, f"{CARRY / rel}/{CHECKPOINT}"):
+        shutil.rmtree(repo / CARRY / rel, ignore_errors=True)
         paths.append(str(CARRY / rel))
     accuracy = json.loads((run / DONE).read_text()).get("accuracy") or {}
     acc = ", ".join(f"{k} {v:.4f}" for k, v in sorted(accuracy.items()) if isinstance(v, (int, float)))

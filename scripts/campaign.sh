@@ -110,7 +110,9 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       continue
     fi
     if [ ! -f "$dest/done.json" ]; then  # else copied by a campaign stopped before its commit: commit it now
-      tmp="$dest.tmp-$$"  # this lane's own: the other lane's collect may copy the same run at the same moment
+      # this lane's own (the other lane's collect may copy the same run at the same moment), hidden so that no
+      # seed* glob of the campaign's scripts takes it for a run
+      tmp="$(dirname "$dest")/.$(basename "$dest").tmp-$$"
       rm -rf "$tmp"; mkdir -p "$tmp/eval"
       cp "$d"/done.json "$tmp/"
       # its results and the outputs they were scored from (runner.EVAL_KEPT; runs evaluated before 2026-11-27 have
@@ -136,8 +138,12 @@ collect() {  # copy and commit every finished run of a sweep not yet in results/
       data=$("$PY" -c "import json, sys; print((json.load(open(sys.argv[1])).get('settings') or
 json.load(open(sys.argv[2])))['data'])" "$d/done.json" "$d/settings.json")
       (cd "$data" && find . -maxdepth 1 -type f -printf '%P\n' | sort | xargs sha256sum) > "$tmp/data.sha256"
-      rm -rf "$dest"
+      # one rename: a lane never removes what the other installed (mv -T onto a folder that holds files fails)
       mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"  # failed: the other lane's copy got there first, ours goes
+    fi
+    if [ ! -f "$dest/done.json" ]; then  # a folder there that no collect installed: left alone, not committed
+      echo "campaign: results/campaign/$rel holds no done.json (not a copy of this campaign's): not recorded" >&2
+      continue
     fi
     acc=$("$PY" -c "import json, sys; a = json.load(open(sys.argv[1])).get('accuracy') or {}
 print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (int, float))))" "$dest/done.json" || true)
@@ -152,10 +158,15 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
        [ -n "$(git -C "$REPO" status --porcelain -- "results/campaign/$name/sweep.json")" ]; then
       sweep_json="results/campaign/$name/sweep.json"
     fi
-    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at $(cut -c1-12 "$dest/commit.txt" 2>/dev/null || echo "an unrecorded commit"))"
+    # every commit the run trained at (done.json "commits": a resumed run's calls), as the tables join them
+    at=$("$PY" -c "import json, sys; d = json.load(open(sys.argv[1]))
+print('+'.join(c[:12] for c in (d.get('commits') or [d.get('commit')]) if c))" "$dest/done.json" || true)
+    msg="Campaign: $rel finished (accuracy: ${acc:-see done.json}; trained at ${at:-an unrecorded commit})"
     # the run's carried checkpoint (campaign/carry.py), if any, goes in the same commit
+    # (in HEAD, not the index: a failed commit after its `git rm` leaves the removal staged, and the next collect
+    # must still commit it)
     carried=""
-    if [ -n "$(git -C "$REPO" ls-files -- "results/campaign/_carry/$rel")" ]; then
+    if git -C "$REPO" cat-file -e "HEAD:results/campaign/_carry/$rel" 2>/dev/null; then
       carried="results/campaign/_carry/$rel"
     fi
     ok=""

@@ -5,10 +5,12 @@ aggregates), skips finished runs when restarted (also from a new
 state folder, as on a fresh machine), and refuses a dirty tree."""
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -455,7 +457,17 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     small = subprocess.run(carry + ["--max-mb", "0.01"], cwd=REPO, capture_output=True, text=True)
     assert small.returncode == 0 and "not carried, its checkpoint is" in small.stdout, small.stdout + small.stderr
     assert _git(repo, "rev-parse", "HEAD").strip() == head
-    p = subprocess.run(carry, cwd=REPO, capture_output=True, text=True)
+    # a save whose commit fails (here a pre-commit hook; on the machine, an index lock held by a lane) says so and
+    # goes on to the other runs, exit 1; it gave up on every run left before (helper audit, 2026-11-29)
+    carry_module = runpy.run_path(str(REPO / "campaign" / "carry.py"), run_name="carry")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    with mock.patch("time.sleep"):
+        assert carry_module["save"](repo, state, 16.0) == 1
+    assert _git(repo, "rev-parse", "HEAD").strip() == head
+    hook.unlink()
+    p = subprocess.run(carry, cwd=REPO, capture_output=True, text=True)  # the copy left uncommitted: carried again
     assert p.returncode == 0 and "committed tiny/scan/rel_uni/seed1 at update 6" in p.stdout, p.stdout + p.stderr
     carried = repo / "results" / "campaign" / "_carry" / "tiny" / "scan" / "rel_uni" / "seed1"
     files = _git(repo, "show", "--name-only", "--format=%s", "HEAD").split("\n")
