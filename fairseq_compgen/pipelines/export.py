@@ -8,7 +8,7 @@ import json
 import shlex
 import shutil
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_compgen.data.io import atomic_write_text, staged_path
 from fairseq_compgen.errors import UsageError, read_json
@@ -54,23 +54,16 @@ def check_destination(dest) -> None:
                          f"expected a new or empty folder, or an export to write again")
 
 
-def _earlier_files(dest: Path) -> Optional[set]:
-    """The files (names in DEST) that the export recorded in DEST wrote; None where its record predates that list
-    (then every table and pooled plan in DEST counts as the export's, as before)."""
+def _earlier_export(dest: Path) -> Tuple[Optional[set], set]:
+    """What the export recorded in DEST wrote: (the files, names in DEST, or None where its record predates that
+    list: then every table and pooled plan in DEST counts as the export's, as before; the run folders,
+    "<dataset>/<config>/seed<k>", its "plans"). Nothing for a DEST without a record."""
     if not (dest / RECORD).is_file():
-        return set()
+        return set(), set()
     record = read_json(dest / RECORD, "an export's record (JSON with options, runs, plans)")
-    files = record.get("files") if isinstance(record, dict) else None
-    return set(files) if isinstance(files, list) else None
-
-
-def _earlier_runs(dest: Path) -> set:
-    """The run folders ("<dataset>/<config>/seed<k>", its record's "plans") of the export recorded in DEST."""
-    if not (dest / RECORD).is_file():
-        return set()
-    record = read_json(dest / RECORD, "an export's record (JSON with options, runs, plans)")
-    plans = record.get("plans") if isinstance(record, dict) else None
-    return set(plans) if isinstance(plans, dict) else set()
+    record = record if isinstance(record, dict) else {}
+    files, plans = record.get("files"), record.get("plans")
+    return (set(files) if isinstance(files, list) else None), (set(plans) if isinstance(plans, dict) else set())
 
 
 def _clear_run(folder: Path) -> None:
@@ -107,10 +100,11 @@ def export(runs: List[dict], outs: Sequence[Path], dest: Path, plots: Optional[D
     and the files this call wrote in DEST ("files": what the next export there may remove), so
     that `fairseq-compgen aggregate DEST --no-plots OPTIONS` writes the same tables from DEST's runs and plans (a
     --spec file aside). Returns the number of runs."""
-    earlier = _earlier_files(dest)  # ours to remove; a file the user put into DEST stays
-    # the earlier export's runs: each is cleared before this export writes it, or removed if this one does not
-    # (a seed no longer finished, an eval/ subset no longer evaluated would otherwise stay and mix into the tables)
-    earlier_runs, sources = _earlier_runs(dest), {Path(r["dir"]).resolve() for r in runs}
+    # ours to remove (a file the user put into DEST stays); the earlier export's runs: each is cleared before this
+    # export writes it, or removed if this one does not (a seed no longer finished, an eval/ subset no longer
+    # evaluated would otherwise stay and mix into the tables)
+    earlier, earlier_runs = _earlier_export(dest)
+    sources = {Path(r["dir"]).resolve() for r in runs}
     n = 0
     for r in runs:
         src = Path(r["dir"])
