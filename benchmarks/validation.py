@@ -1,6 +1,8 @@
 """Time of one validation (every batch of the given subsets) with the compgen task's single forward pass per batch
 (the criterion's pass reused for `accuracy` and `tf_accuracy`) against the previous two passes, side by side in one
-process, alternating rounds; random-init weights of the preset (time depends on shapes, not on values).
+process, alternating rounds after one untimed pass of each; random-init weights of the preset (time depends on
+shapes, not on values). Times are medians over the rounds, the ratio the median of the rounds' own ratios; --json
+keeps every round's times.
 
     python benchmarks/validation.py data/scan/length_cutoff_26/bin --archs rel_uni_transformer_scan --rounds 3
 """
@@ -62,14 +64,20 @@ def main(argv=None):
 
         original = compgen._ForwardRecorder
         one, two = [], []
+        for recorder in (original, TwoPasses):  # one untimed warm-up pass of each, so no timed round runs cold
+            compgen._ForwardRecorder = recorder
+            validate()
         for _ in range(a.rounds):
             compgen._ForwardRecorder = original
             one.append(validate())
             compgen._ForwardRecorder = TwoPasses
             two.append(validate())
         compgen._ForwardRecorder = original
+        # times: medians over the rounds; ratio: the median of the rounds' own ratios (paired), not the ratio of
+        # the two medians; every round's times are kept
         r = {"arch": arch, "one_pass_s": statistics.median(one), "two_passes_s": statistics.median(two),
              "ratio": statistics.median(x / y for x, y in zip(one, two)), "rounds": a.rounds,
+             "one_pass_rounds_s": one, "two_passes_rounds_s": two,
              "examples": sum(int(b["nsentences"]) for b in batches)}
         rows.append(r)
         print(f"{arch:30s} {r['one_pass_s']:10.2f} {r['two_passes_s']:12.2f} {r['ratio']:6.2f}", flush=True)
