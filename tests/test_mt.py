@@ -445,3 +445,25 @@ def test_bleu_refuses_a_missing_sentence_and_labels_what_it_scored(tmp_path):
     assert scoring.get("bleu").eval_argv(out, tmp_path, "gen", 3) == [str(out), "--expected-count", "3"]
     plain = bleu.score(["the cat sat ."], ["the cat sat ."])
     assert plain["subword"] == "none" and plain["label"].startswith("BLEU (sacrebleu, on the text as decoded")
+
+
+def test_bleu_detokenizes_in_the_target_language_of_the_data(tmp_path, capsys):
+    """`fairseq-compgen eval --metric bleu` passes the target of DATA's language pair to the Moses detokenizer (a
+    French target detokenized as English keeps "l' an"; the audit of 2026-11-29 found every eval scored as English),
+    and the result records it."""
+    from fairseq_compgen import scoring
+    for folder, lang in (("en-fr/bin", "fr"), ("de-en/bin", "en"), ("en-ne", "ne"), ("scan/bin", None)):
+        (tmp_path / folder).mkdir(parents=True)
+        assert bleu.target_language(tmp_path / folder) == lang
+        assert scoring.get("bleu").eval_argv(Path("g.txt"), tmp_path / folder, "test", 2) == \
+            ["g.txt", "--expected-count", "2", *(["--lang", lang] if lang else [])]
+    log = tmp_path / "g.txt"
+    log.write_text("T-0\tl' an 2000 , c' est la vie .\nH-0\t-0.1\tl' an 2000 , c' est une vie .\n"
+                   "T-1\tla com@@ mission\nH-1\t-0.2\tla com@@ mission\n", encoding="utf-8")
+    fr = bleu.main([str(log), "--lang", "fr"])
+    assert "(Moses detokenizer: fr)" in capsys.readouterr().out and fr["moses_lang"] == "fr"
+    en = bleu.main([str(log), "--lang", "en"])
+    assert en["moses_lang"] == "en" and en["bleu"] != pytest.approx(fr["bleu"])
+    from sacremoses import MosesDetokenizer
+    assert MosesDetokenizer(lang="fr").detokenize("l' an".split()) == "l'an"
+    assert "moses_lang" not in bleu.score(["a b"], ["a b"], detok="none")

@@ -21,6 +21,8 @@ unless exactly N sentences are scored, so that sentences fairseq-generate skippe
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
 from fairseq_compgen.scoring import Scorer, read_generate_output, register
@@ -85,7 +87,29 @@ def score(hyps: List[str], refs: List[str], remove: str = "auto", detok: str = "
     else:
         label = "detokenized BLEU (sacrebleu)"
     return {"bleu": res.score, "label": label, "signature": str(metric.get_signature()), "n": len(hyps),
-            "subword": subword, "detok": detok, "str": str(res), "sacrebleu_version": sacrebleu.__version__}
+            "subword": subword, "detok": detok, "str": str(res), "sacrebleu_version": sacrebleu.__version__,
+            **({"moses_lang": lang} if detok == "moses" else {})}  # sacrebleu's signature does not say it
+
+
+# a language pair as our MT preps name their folders (OUT/de-en, OUT/en-fr, OUT/en-ne: source-target)
+_PAIR = re.compile(r"^([a-z]{2,3})-([a-z]{2,3})$")
+
+
+def target_language(data: Path) -> Optional[str]:
+    """The target language of a prepared MT folder, for the Moses detokenizer: DATA's own name or its parent's
+    when it is a source-target pair (`prep iwslt14` writes de-en/bin, `prep noun_adj` en-fr/bin), else None."""
+    for folder in (Path(data), Path(data).parent):
+        m = _PAIR.match(folder.resolve().name)
+        if m:
+            return m.group(2)
+    return None
+
+
+def eval_argv(generated: Path, data: Path, subset: str, n: int) -> List[str]:
+    """`fairseq-compgen eval`'s call: the subset's size, and the target language where DATA's path names it (a
+    French target detokenized as English keeps "l' an", which moves BLEU)."""
+    lang = target_language(data)
+    return [str(generated), "--expected-count", str(n), *(["--lang", lang] if lang else [])]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
@@ -93,9 +117,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     p.add_argument("generate_log", help="fairseq-generate output (or a run's eval/SUBSET.outputs.gz); '-' for stdin")
     p.add_argument("--remove-bpe", default="auto", choices=("auto", "none", "sentencepiece", "subword_nmt"))
     p.add_argument("--detok", default="auto", choices=("auto", "none", "moses"))
-    p.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default en)")
+    p.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default en; "
+                   "`fairseq-compgen eval` passes the target of DATA's language pair, e.g. fr for en-fr/bin)")
     p.add_argument("--tokenized", action="store_true",
-                   help="TOKENIZED BLEU (tokenize=none, no detokenization), as reported for En->Ne/Si in FLoRes")
+                   help="TOKENIZED BLEU (tokenize=none, no detokenization); FLoRes reports En->Ne/Si so after "
+                        "the Indic NLP tokenizer, which is not applied here")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
     p.add_argument("--expected-count", type=int, help="fail unless exactly this many sentences are scored")
     args = p.parse_args(argv)
@@ -104,7 +130,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     if args.expected_count is not None and len(ids) != args.expected_count:  # e.g. fairseq-generate skipped some
         raise ScoringError(f"{source}: {len(ids)} sentences scored, expected {args.expected_count}")
     result = score(hyps, refs, args.remove_bpe, args.detok, args.lang, args.tokenized)
-    print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences")
+    print(f"{result['label']}: {result['bleu']:.2f} on {result['n']} sentences"
+          + (f" (Moses detokenizer: {args.lang})" if result["detok"] == "moses" else ""))
     print(f"signature: {result['signature']}")
     print(result["str"])
     if args.json_out:
@@ -115,7 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
 register(Scorer(
     name="bleu", key="bleu", label="BLEU", paper='Post (2018), "A Call for Clarity in Reporting BLEU Scores"',
     help="sacrebleu BLEU, detokenized by default (--tokenized: tokenized BLEU)",
-    main=main, eval_argv=lambda generated, data, subset, n: [str(generated), "--expected-count", str(n)],
+    main=main, eval_argv=eval_argv,
 ))
 
 if __name__ == "__main__":
