@@ -255,3 +255,38 @@ def test_console_commands_do_not_import_fairseq_or_torch():
             "fairseq_compgen.pipelines.aggregate, fairseq_compgen.pipelines.train, fairseq_compgen.pipelines.evaluate; print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("exclude, expected", [(False, 6 / 20), (True, 6 / 15)])
+def test_examples_validation_never_reached_count_as_wrong(exclude, expected, caplog):
+    """fairseq's --max-valid-steps stops validation after that many (length-sorted) batches, and the accuracy was
+    that of the shortest examples (the audit of 2026-11-29): a subset of 20 examples, 5 skipped as too long, two
+    batches (4/6 and 2/4 right) evaluated, 5 never reached: those 5 count as wrong either way, and it is reported."""
+    from fairseq import metrics
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    from fairseq_compgen.models.standalone import make_dictionary
+    from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
+
+    task = CompgenTask(CompgenConfig(exclude_skipped_from_accuracy=exclude), make_dictionary(3), make_dictionary(3))
+    task._current_skipped, task._current_size, task._current_split = 5, 20, "gen"
+    criterion = CrossEntropyCriterion(task, sentence_avg=False)
+    with metrics.aggregate(new_root=True) as agg:
+        for correct, total in ((4, 6), (2, 4)):
+            task.reduce_metrics([{"_em_correct": correct, "_em_total": total, "loss": 0.0, "ntokens": 1,
+                                  "nsentences": total, "sample_size": 1}], criterion)
+        values = agg.get_smoothed_values()
+    assert values["accuracy"] == round(expected, 4) and values["skipped"] == 5 and "_em_size" not in values
+    assert "validation reached 15 of the 20 examples of gen (--max-valid-steps?): exact match counts the other 5 " \
+           "as wrong" in caplog.text
+
+
+def test_max_valid_steps_reports_the_examples_it_leaves_out(scan, tmp_path):
+    """The same through fairseq-train: --max-valid-steps 0 evaluates one batch of 8 of valid's 24 examples."""
+    p = train(scan / "bin", tmp_path / "run", "rel_uni_transformer_scan", "--valid-subset", "valid",
+              "--validate-interval-updates", "2", "--max-valid-steps", "0", "--batch-size-valid", "8")
+    out = p.stdout + p.stderr
+    assert "validation reached 8 of the 24 examples of valid (--max-valid-steps?): exact match counts the other 16 " \
+           "as wrong" in out, out[-3000:]
+    accuracy = re.search(r"valid on 'valid' subset \|.*?\| accuracy ([0-9.]+) ", out)
+    assert accuracy and float(accuracy.group(1)) <= 8 / 24

@@ -267,3 +267,48 @@ def test_oracle_and_plain_verdicts_equal_slow_decoding_on_a_tiny_transformer():
     assert any(o and len(hyp) < len(ref) for o, hyp, ref in zip(oracle, plain_hyps, refs))
     assert any(o and len(hyp) > len(ref) for o, hyp, ref in zip(oracle, plain_hyps, refs))
     assert any(plain) and not all(oracle)
+
+
+@pytest.mark.parametrize("arch", ["compgen_transformer", "syntactic_attention"])
+def test_padding_is_never_predicted_as_fairseq_generate_never_selects_it(arch):
+    """Where PAD scores highest, fairseq's SequenceGenerator (what `fairseq-compgen eval` runs) takes the next best
+    token; the in-loop verdicts must do the same (found by the audit of 2026-11-29: they took PAD and called the row
+    wrong). A model whose PAD output bias is raised predicts PAD at most steps: step-by-step greedy decoding equals
+    fairseq's beam-1 hypotheses, and the one-pass verdict on those hypotheses as targets is right on every row."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = build(arch, src_words=5, tgt_words=4).eval()
+    B, S, steps = 16, 6, 8
+    src = torch.randint(4, len(model.encoder.dictionary), (B, S), generator=g)
+    lengths = src.ne(PAD).sum(1)
+    with torch.no_grad():
+        _output_bias(model)[PAD] += 50.0  # PAD first at every step of every row
+        for _ in range(80):  # raise EOS until a quarter of the rows stop on their own (a random model rarely does)
+            ours = greedy_decode(model, src, lengths, steps, EOS, pad=PAD)
+            if int(ours.eq(EOS).any(1).sum()) >= B // 4:
+                break
+            _output_bias(model)[EOS] += 0.25
+    net = {"src_tokens": src, "src_lengths": lengths}
+    assert bool(greedy_decode(model, src, lengths, steps, EOS).eq(PAD).all())  # without the rule: PAD everywhere
+    assert not bool(ours.eq(PAD).any())
+    gen = SequenceGenerator([model], model.decoder.dictionary, beam_size=1, max_len_a=0, max_len_b=steps, min_len=0)
+    hyps = gen.forward({"net_input": net})
+    rows = []
+    for b, h in enumerate(hyps):
+        theirs = h[0]["tokens"].tolist()  # ends with EOS (forced at max length)
+        mine = ours[b].tolist()
+        mine = mine[: mine.index(EOS)] if EOS in mine else mine
+        assert mine == theirs[:-1], (b, mine, theirs)
+        if len(theirs) <= steps:  # stopped on its own (not at the length limit): the hypothesis as a reference
+            rows.append((b, theirs))
+    assert B // 4 <= len(rows) < B
+    keep = torch.tensor([b for b, _ in rows])
+    T = max(len(r) for _, r in rows)
+    target = torch.tensor([r + [PAD] * (T - len(r)) for _, r in rows])  # [b, T] tokens, EOS, pads
+    prev = torch.cat([torch.full((len(rows), 1), EOS), target[:, :-1]], 1).masked_fill(target.eq(PAD), PAD)
+    sample = {"net_input": {"src_tokens": src[keep], "src_lengths": lengths[keep], "prev_output_tokens": prev},
+              "target": target}
+    assert greedy_match_teacher_forced(model, sample, PAD).all()
+    assert batch_exact_match(model, sample, PAD, EOS).all()

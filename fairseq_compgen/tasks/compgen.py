@@ -17,7 +17,8 @@
   train that is an error unless `--allow-dropping-train-examples` (fairseq drops them with a warning only); for
   validation it is fairseq's error unless `--skip-invalid-size-inputs-valid-test`, and then `skipped` is logged
   beside the metrics and exact match counts the skipped examples as wrong (`--exclude-skipped-from-accuracy`
-  to leave them out of the denominators).
+  to leave them out of the denominators). Examples validation never reaches (fairseq's `--max-valid-steps`: the
+  longest, as batches are length-sorted) count as wrong too, with a warning.
 """
 import logging
 import os
@@ -148,6 +149,8 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
         self._current_skipped = 0  # of the subset whose batches are being evaluated
+        self._current_size, self._current_split = 0, None  # its examples, evaluated or not; its name
+        self._warned_not_evaluated = set()  # subsets whose unevaluated examples were reported
 
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
         kwargs = batch_iterator_options(dataset, kwargs)  # loader workers; the seed of epoch 1's batches
@@ -157,6 +160,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         itr = super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
         # validation runs one subset at a time: reduce_metrics of the batches that follow reads this count
         self._current_skipped = self._skipped.get(self._split_of(dataset), 0)
+        self._current_size, self._current_split = len(dataset), self._split_of(dataset)
         return itr
 
     def _split_of(self, dataset) -> str:
@@ -268,7 +272,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
             from fairseq_compgen.tasks.greedy import greedy_decode
             net = sample["net_input"]
             steps = min(self.cfg.max_target_positions, 2 * sample["target"].size(1) + 10)
-            pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos)
+            pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, pad=pad)
             hits = 0
             for i, row in zip(sample["id"].tolist(), pred.tolist()):
                 row = row[: row.index(eos)] if eos in row else row
@@ -278,9 +282,19 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         return loss, sample_size, logging_output
 
     def _denominator(self, m) -> float:
-        """Examples of the subset: those evaluated plus, unless --exclude-skipped-from-accuracy, those skipped."""
-        skipped = m["skipped"].avg if "skipped" in m and not self.cfg.exclude_skipped_from_accuracy else 0
-        return m["_em_total"].sum + skipped
+        """Examples of the subset: those evaluated plus, unless --exclude-skipped-from-accuracy, those skipped, plus
+        those validation never reached (fairseq's --max-valid-steps stops after that many batches, and batches are
+        length-sorted: without them the accuracy would be that of the shortest examples), counted as wrong and
+        reported once per subset."""
+        skipped = m["skipped"].avg if "skipped" in m else 0
+        evaluated = m["_em_total"].sum
+        not_evaluated = max(0, round(m["_em_size"].avg - evaluated - skipped)) if "_em_size" in m else 0
+        if not_evaluated and self._current_split not in self._warned_not_evaluated:
+            self._warned_not_evaluated.add(self._current_split)
+            logger.warning("compgen: validation reached %d of the %d examples of %s (--max-valid-steps?): exact "
+                           "match counts the other %d as wrong", evaluated + skipped, evaluated + skipped +
+                           not_evaluated, self._current_split, not_evaluated)
+        return evaluated + (0 if self.cfg.exclude_skipped_from_accuracy else skipped) + not_evaluated
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
@@ -293,6 +307,8 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
             return
         if self._current_skipped:  # constant over the subset's batches: the meter's average is it
             metrics.log_scalar("skipped", self._current_skipped, round=0)
+        if self._current_size:  # likewise; a name starting with "_" is not printed
+            metrics.log_scalar("_em_size", self._current_size, round=0)
         metrics.log_scalar_sum("_em_total", total)
         for key, name in (("_em_correct", "accuracy"), ("_em_greedy_correct", "greedy_accuracy"),
                           ("_em_oracle_correct", "oracle_accuracy"),

@@ -6,16 +6,29 @@ reference length + 1 steps cannot change the verdict, so that is the step budget
 
 Oracle length (Newman et al. 2020 "+EOS+Oracle", the authors' code's oracle accuracy): the EOS logit
 is set to -inf and exactly the reference length is decoded; the first ref_len tokens are compared.
+
+PAD is never predicted, as fairseq's SequenceGenerator (what `fairseq-compgen eval` runs) never selects it: where
+PAD has the highest score, the next best token is taken.
 """
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 
+def without_pad(lprobs: Tensor, pad: Optional[int]) -> Tensor:
+    """lprobs [..., V] with PAD's score -inf (a new tensor: the criterion's output may be shared); None: as it is."""
+    if pad is None:
+        return lprobs
+    return lprobs.index_fill(-1, torch.tensor([pad], device=lprobs.device), float("-inf"))
+
+
 @torch.no_grad()
 def greedy_decode(model, src_tokens: Tensor, src_lengths: Tensor, max_steps: int, eos: int,
-                  forbid_eos: bool = False) -> Tensor:
-    """Returns [B, max_steps] predicted tokens (after the leading EOS the decoder starts from).
+                  forbid_eos: bool = False, pad: Optional[int] = None) -> Tensor:
+    """Returns [B, max_steps] predicted tokens (after the leading EOS the decoder starts from); `pad`: never
+    predicted (fairseq's generator's rule; the task passes it).
 
     Rows are not cut at EOS here; callers compare with `exact_match_rows`. Stops early once every row
     has produced EOS (unless `forbid_eos`).
@@ -27,7 +40,8 @@ def greedy_decode(model, src_tokens: Tensor, src_lengths: Tensor, max_steps: int
     finished = torch.zeros(B, dtype=torch.bool, device=src_tokens.device)
     for _ in range(max_steps):
         out = model.decoder(tokens, encoder_out=encoder_out, incremental_state=incremental_state)
-        lprobs = model.get_normalized_probs((out[0][:, -1:, :], out[1]), log_probs=True)[:, -1, :]  # [B, V]
+        lprobs = without_pad(model.get_normalized_probs((out[0][:, -1:, :], out[1]), log_probs=True)[:, -1, :],
+                             pad)  # [B, V]
         if forbid_eos:
             lprobs[:, eos] = float("-inf")
         nxt = lprobs.argmax(-1)  # [B]
@@ -66,7 +80,7 @@ def batch_exact_match(model, sample, pad: int, eos: int, oracle: bool = False) -
     ref_len = (target.ne(pad) & target.ne(eos)).sum(1)
     steps = int(ref_len.max()) if oracle else int(ref_len.max()) + 1
     net = sample["net_input"]
-    pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, forbid_eos=oracle)
+    pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, forbid_eos=oracle, pad=pad)
     return exact_match_rows(pred, target, pad, eos, oracle)
 
 
@@ -80,7 +94,7 @@ def greedy_match_teacher_forced(model, sample, pad: int, net_output=None) -> Ten
     """
     target: Tensor = sample["target"]  # [B, T]: tokens, EOS, pads
     out = model(**sample["net_input"]) if net_output is None else net_output
-    pred = model.get_normalized_probs(out, log_probs=True).argmax(-1)  # [B, T], first maximal index on ties
+    pred = without_pad(model.get_normalized_probs(out, log_probs=True), pad).argmax(-1)  # [B, T], first max on ties
     return (pred.eq(target) | target.eq(pad)).all(1)
 
 
