@@ -225,7 +225,7 @@ def test_a_sweep_refuses_an_unknown_metric(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(f"datasets:\n  d:\n    data: {data}\n    metric: blue\n"
                     "configurations:\n  c:\n    arch: rel_uni_transformer\n")
-    with pytest.raises(UsageError, match="dataset 'd': metric 'blue' is not one of exact_match, bleu, comp"):
+    with pytest.raises(UsageError, match="dataset 'd': metric 'blue' is not one of exact_match, bleu, cfq_sparql, comp"):
         sweep.run_sweep(path, tmp_path / "out", dry_run=True, echo=lambda s: None)
 
 

@@ -5,6 +5,7 @@ Round trips are checked on every example of the real data in shared/data.
 """
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -108,6 +109,28 @@ def test_cfq_im_restore_generate_log_then_exact_match():
     assert result["n"] == 3 and result["correct"] == 1
 
 
+def test_cfq_sparql_scorer_scores_the_restored_queries(tmp_path, capsys):
+    """`fairseq-compgen eval` on a CFQ-im folder (and `score cfq_sparql`) scores the SPARQL the outputs stand for:
+    a hypothesis whose group lists its relations in another order is right there, wrong as a CFQ-im string (the
+    audit of 2026-11-29: eval compared the CFQ-im strings)."""
+    from fairseq_compgen import scoring
+
+    ref_im = cfq_im.to_im(DIRECTED_AND_ACTED)
+    permuted = "SELECT DISTINCT ?x0 WHERE { ( ?x0 ) ( film.director.film film.actor.film ) ( M1 M2 ) . ?x0 a film.director }"
+    log = tmp_path / "gen.txt"
+    log.write_text(f"S-0\tx\nT-0\t{ref_im}\nH-0\t-0.1\t{permuted}\n"
+                   f"S-1\ty\nT-1\t{ref_im}\nH-1\t-0.2\tSELECT DISTINCT ?x0 WHERE {{ ( ?x0 ) ( r }}\n"
+                   f"S-2\tz\nT-2\t{ref_im}\nH-2\t-0.2\t{ref_im}\n", encoding="utf-8")
+    scorer = scoring.get("cfq_sparql")
+    result = scorer.main(scorer.eval_argv(log, tmp_path, "test", 3) + ["--json", str(tmp_path / "r.json")])
+    assert (result["n"], result["correct"], result["malformed_hypotheses"]) == (3, 2, 1)
+    assert "1 hypothesis(es) not well-formed CFQ-im" in capsys.readouterr().out
+    assert score_generate_output(log.read_text().splitlines())["correct"] == 1  # the CFQ-im strings: order counts
+    from fairseq_compgen.scoring.exact_match import ScoringError
+    with pytest.raises(ScoringError, match="expected 4"):
+        scorer.main([str(log), "--expected-count", "4"])
+
+
 def test_cfq_im_restore_bad_reference_names_line():
     with pytest.raises(DataError, match=r"log.txt:2: reference is not CFQ-im"):
         cfq_im.restore_log(io.StringIO("S-0\tx\nT-0\tnot a query\n"), io.StringIO(), "log.txt")
@@ -124,6 +147,7 @@ def test_cfq_data_prep_intermediate(tmp_path):
     assert len(tgt) == len(ref) == 11968
     assert tgt[:50] == [cfq_im.to_im(q) for q in ref[:50]]
     assert [cfq_im.from_im(t) for t in tgt] == ref
+    assert json.loads((out / "mcd1" / "dataset.json").read_text())["metric"] == "cfq_sparql"  # what eval scores
 
 
 # ---------------------------------------------------------------------------

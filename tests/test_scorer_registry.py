@@ -46,13 +46,14 @@ def toy(tmp_path, monkeypatch):
     sys.modules.pop("fairseq_compgen.scoring.toy_length", None)
 
 
-def test_the_three_scorers_are_registered():
+def test_the_four_scorers_are_registered():
     assert scoring.names()[:1] == ("exact_match",)
-    assert {"exact_match", "bleu", "comp"} <= set(scoring.names())
-    assert {n: scoring.get(n).key for n in ("exact_match", "bleu", "comp")} == {
-        "exact_match": "accuracy", "bleu": "bleu", "comp": "comp"}
+    assert {"exact_match", "bleu", "cfq_sparql", "comp"} <= set(scoring.names())
+    assert {n: scoring.get(n).key for n in ("exact_match", "bleu", "cfq_sparql", "comp")} == {
+        "exact_match": "accuracy", "bleu": "bleu", "cfq_sparql": "accuracy", "comp": "comp"}
+    assert scoring.by_key("accuracy") is scoring.get("exact_match")  # the key cfq_sparql shares: exact_match's
     assert scoring.by_key("accuracy").logged_as == ("accuracy", "exact_match")
-    with pytest.raises(UsageError, match=r"^--metric: metric 'blue' is not one of exact_match, bleu, comp"):
+    with pytest.raises(UsageError, match=r"^--metric: metric 'blue' is not one of exact_match, bleu, cfq_sparql, comp"):
         scoring.get("blue", "--metric")
 
 

@@ -16,8 +16,10 @@ preprocessed ``{train,dev,test}.question.txt`` / ``.query.txt`` files of one spl
 Writes ``OUT/<split>/{train,valid,test}.{src,tgt}`` (valid = CFQ's dev set, from
 the generalization distribution) and binaries in ``OUT/<split>/bin/``.
 Counts are checked against the published statistics (Csordás et al. 2021, Table 10).  ``--intermediate`` writes the
-targets in the CFQ-im form of Ontañón et al. (2022) (fairseq_compgen/data/cfq_im.py;
-restore hypotheses with ``python -m fairseq_compgen.data.cfq_im restore``).
+targets in the CFQ-im form of Ontañón et al. (2022) (fairseq_compgen/data/cfq_im.py) and declares in
+``bin/dataset.json`` that `fairseq-compgen eval` scores them on the SPARQL they stand for (``--metric cfq_sparql``,
+scoring/cfq_sparql.py); the in-loop ``accuracy`` compares the CFQ-im strings themselves (stricter: the order of
+a group's members counts).
 
 Streaming the official release, the standard preprocessing, and the splits:
 
@@ -371,7 +373,8 @@ def add_arguments(p) -> None:
         help="already preprocessed {train,dev,test}.question.txt/.query.txt of ONE split (given by --split)",
     )
     p.add_argument("--intermediate", action="store_true",
-                   help="write targets as CFQ-im (Cartesian products compressed; fairseq_compgen/data/cfq_im.py)")
+                   help="write targets as CFQ-im (Cartesian products compressed; fairseq_compgen/data/cfq_im.py); "
+                        "eval scores them on the restored SPARQL (--metric cfq_sparql)")
 
 
 def expand_splits(p, args) -> None:
@@ -402,7 +405,8 @@ def read(args):
         if args.intermediate:
             pairs = {sub: [(q, cfq_im.to_im(y)) for q, y in ps] for sub, ps in pairs.items()}
         yield Split(pairs, folder=split, expected=EXPECTED[split],
-                    title=f"CFQ split {split}" + (" (CFQ-im targets)" if args.intermediate else ""))
+                    title=f"CFQ split {split}" + (" (CFQ-im targets)" if args.intermediate else ""),
+                    metric="cfq_sparql" if args.intermediate else None)  # scored on the SPARQL restored
 
 
 DATASET = Dataset(

@@ -65,6 +65,8 @@ class Split:
         (e.g. the COMP metadata ``test.comp`` of the noun-adjective data).
     side_files: name -> text or bytes written into the folder only (BPE codes, a sentencepiece model).
     check: a further check of the counts (subset -> examples) before anything is binarized.
+    metric: this folder's metric where it is not the dataset's, written into ``dataset.json`` even for a dataset
+        that writes none (CFQ-im targets are scored on the SPARQL they stand for: ``cfq_sparql``).
     """
 
     subsets: Mapping[str, Iterable[Example]]
@@ -74,6 +76,7 @@ class Split:
     files: Mapping[str, Iterable[str]] = field(default_factory=dict)
     side_files: Mapping[str, Union[str, bytes]] = field(default_factory=dict)
     check: Optional[Callable[[Dict[str, int]], None]] = None
+    metric: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -225,8 +228,9 @@ def prepare_folder(name: str, dataset: Dataset, args: argparse.Namespace, split:
         expected = dataset.expected(args) if callable(dataset.expected) else dict(dataset.expected)
     extra = {f"{s}.cat": c for s, c in cats.items()}
     extra.update(split.files)
-    if dataset.dataset_json:
-        extra["dataset.json"] = [json.dumps({"dataset": name, "metric": dataset.metric,
+    if dataset.dataset_json or split.metric:
+        metric = scoring.get(split.metric, f"{name}: Split(metric=...)").name if split.metric else dataset.metric
+        extra["dataset.json"] = [json.dumps({"dataset": name, "metric": metric,
                                              "categories": {s: f"{s}.cat" for s in cats}}, sort_keys=True)]
     folder = split.folder if split.folder is not None else dataset.folder(args) if dataset.folder else ""
     sources = {s: ex.source for s, ex in data.items() if getattr(ex, "source", None)}

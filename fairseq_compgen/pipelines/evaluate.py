@@ -1,6 +1,6 @@
 """`fairseq-compgen eval`: decode a checkpoint on each subset and score it, in this process.
 
-    fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|comp|...]
+    fairseq-compgen eval CHECKPOINT DATA [SUBSET ...] [--cpu] [--metric exact_match|bleu|cfq_sparql|comp|...]
         [--generate-flags "FLAGS"] [--out DIR] [--user-dir PLUGIN]
 
 Default subsets: every binarized subset of DATA but train. For each subset it writes, into OUT (default: the
@@ -43,7 +43,8 @@ of its exact matches (BEAM_NOTE; tasks/beam_stop.py, the search that ends a sent
 registers its own position encoding) before the checkpoint is loaded; a sweep passes its runs' own --user-dir.
 Scoring: any scorer of fairseq_compgen/scoring/ (`fairseq-compgen score --help` lists them): exact_match (per
 category where DATA/SUBSET.cat exists; every example of the subset must have exactly one hypothesis), bleu
-(scoring/bleu.py, sacrebleu), comp (scoring/comp.py, needs DATA/SUBSET.comp), ...
+(scoring/bleu.py, sacrebleu; the Moses detokenizer in the target language of DATA's language pair), cfq_sparql
+(scoring/cfq_sparql.py: CFQ-im outputs on their restored SPARQL), comp (scoring/comp.py, needs DATA/SUBSET.comp), ...
 """
 from __future__ import annotations
 

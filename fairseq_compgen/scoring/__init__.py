@@ -98,6 +98,6 @@ def get(name: str, where: str = "metric") -> Scorer:
 
 
 def by_key(key: str) -> Optional[Scorer]:
-    """The scorer whose result value is under `key` (e.g. "accuracy" -> exact_match), or None."""
-    names()
-    return next((s for s in _REGISTRY.values() if s.key == key), None)
+    """The scorer whose result value is under `key` (e.g. "accuracy" -> exact_match), or None; where several share
+    a key (cfq_sparql's is "accuracy" too), the first in names()' order: exact_match first."""
+    return next((_REGISTRY[n] for n in names() if _REGISTRY[n].key == key), None)
