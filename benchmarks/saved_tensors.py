@@ -78,7 +78,7 @@ def main(argv=None):
         src = torch.randint(4, V, (a.batch, a.src_len), generator=g)
         tgt = torch.randint(4, V, (a.batch, a.tgt_len), generator=g)
         for name, model in [("stock transformer" + (" (arch's dropouts)" if a.stock_dropouts else ""),
-                             stock_model(ours, a.vocab, a.stock_dropouts)), (arch, ours)]:
+                             stock_model(ours.encoder.args, a.vocab, a.stock_dropouts)), (arch, ours)]:
             torch.manual_seed(0)
             per_module, per_tensor = saved_per_module(model, src, tgt)
             print(f"{name}: {sum(per_module.values()) / 2**20:.2f} MiB saved for backward")

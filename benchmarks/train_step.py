@@ -32,10 +32,12 @@ search's own cost per step.
 
 Each (arch) is measured in a fresh subprocess, so peak memory is its own: on CUDA the peak allocated memory
 during the timed steps, on CPU the growth of the process's peak RSS over the timed steps (activations,
-gradients, optimizer state, from before the first warm-up step). Time: median over --steps timed steps after --warmup steps (forward, backward,
+gradients, optimizer state, from before the first warm-up step; the first round's, where --rounds repeats the
+time). Time: median over --steps timed steps after --warmup steps (forward, backward,
 Adam step) on random tokens of fixed lengths.
 """
 import argparse
+import gc
 import json
 import os
 import resource
@@ -50,11 +52,11 @@ from pathlib import Path
 DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")  # given to stock by --stock-dropouts
 
 
-def stock_model(model, vocab: int, dropouts: bool = False):
-    """fairseq's own transformer at exactly `model`'s size; with `dropouts`, also with its dropout probabilities."""
+def stock_model(e, vocab: int, dropouts: bool = False):
+    """fairseq's own transformer at exactly the size of the model whose encoder's args are `e`
+    (`model.encoder.args`); with `dropouts`, also with its dropout probabilities."""
     from fairseq_compgen.models.standalone import build_model
 
-    e = model.encoder.args
     same = {k: getattr(e, k) for k in DROPOUTS if getattr(e, k, None) is not None} if dropouts else {}
     return build_model(
         "transformer", src_words=vocab, tgt_words=vocab,
@@ -96,8 +98,11 @@ def measure(arch: str, stock: bool, a, autocast: bool = False, bound: bool = Fal
     torch.manual_seed(0)
     dev = torch.device(a.device)
     model = build_model(arch, src_words=a.vocab, tgt_words=a.vocab)
-    if stock:
-        model = stock_model(model, a.vocab, a.stock_dropouts)
+    if stock:  # the preset is built for its sizes only, and freed before stock is: its weights would otherwise sit
+        args = model.encoder.args  # in the peak RSS that stock's growth is measured from, understating stock's
+        del model
+        gc.collect()
+        model = stock_model(args, a.vocab, a.stock_dropouts)
     model.to(dev).train(not a.decode)
     V = len(model.decoder.dictionary)
     g = torch.Generator().manual_seed(0)

@@ -128,7 +128,7 @@ def test_train_step_stock_reference_takes_the_archs_dropouts_only_when_asked():
 
     ours = build_model("compgen_transformer", src_words=8, tgt_words=8)
     for dropouts, expected in [(False, (0.1, 0.0, 0.0)), (True, (0.1, 0.1, 0.1))]:
-        stock = train_step.stock_model(ours, 8, dropouts)
+        stock = train_step.stock_model(ours.encoder.args, 8, dropouts)
         layer = stock.encoder.layers[0]
         assert (layer.dropout_module.p, layer.self_attn.dropout_module.p, layer.activation_dropout_module.p) == expected
         assert layer.fc1.weight.shape == ours.encoder.stack.layers[0].ffn.fc1.weight.shape
