@@ -193,9 +193,9 @@ def test_too_long_examples_are_never_dropped_silently(scan, tmp_path):
     assert int(skipped.group(1)) == too_long and float(accuracy.group(1)) <= (len(lines) - too_long) / len(lines)
 
 
-@pytest.mark.parametrize("exclude, expected", [(False, 6 / 15), (True, 6 / 10)])
-def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
-    """Two validation batches (4/6 and 2/4 right) of a subset with 5 examples skipped as too long."""
+def _two_batch_validation(exclude: bool, size: int = 0) -> dict:
+    """The logged values of a validation of two batches (4/6 and 2/4 right) of subset `gen` with 5 examples
+    skipped as too long; `size`: the subset's examples (0: the task was not told, as before it counted them)."""
     from fairseq import metrics
     from fairseq.criterions.cross_entropy import CrossEntropyCriterion
 
@@ -203,13 +203,18 @@ def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
     from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
 
     task = CompgenTask(CompgenConfig(exclude_skipped_from_accuracy=exclude), make_dictionary(3), make_dictionary(3))
-    task._current_skipped = 5
+    task._current_skipped, task._current_size, task._current_split = 5, size, "gen"
     criterion = CrossEntropyCriterion(task, sentence_avg=False)
     with metrics.aggregate(new_root=True) as agg:
         for correct, total in ((4, 6), (2, 4)):
             task.reduce_metrics([{"_em_correct": correct, "_em_total": total, "loss": 0.0, "ntokens": 1,
                                   "nsentences": total, "sample_size": 1}], criterion)
-        values = agg.get_smoothed_values()
+        return agg.get_smoothed_values()
+
+
+@pytest.mark.parametrize("exclude, expected", [(False, 6 / 15), (True, 6 / 10)])
+def test_skipped_examples_count_as_wrong_unless_excluded(exclude, expected):
+    values = _two_batch_validation(exclude)
     assert values["accuracy"] == round(expected, 4) and values["skipped"] == 5
 
 
@@ -262,20 +267,7 @@ def test_examples_validation_never_reached_count_as_wrong(exclude, expected, cap
     """fairseq's --max-valid-steps stops validation after that many (length-sorted) batches, and the accuracy was
     that of the shortest examples (the audit of 2026-11-29): a subset of 20 examples, 5 skipped as too long, two
     batches (4/6 and 2/4 right) evaluated, 5 never reached: those 5 count as wrong either way, and it is reported."""
-    from fairseq import metrics
-    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
-
-    from fairseq_compgen.models.standalone import make_dictionary
-    from fairseq_compgen.tasks.compgen import CompgenConfig, CompgenTask
-
-    task = CompgenTask(CompgenConfig(exclude_skipped_from_accuracy=exclude), make_dictionary(3), make_dictionary(3))
-    task._current_skipped, task._current_size, task._current_split = 5, 20, "gen"
-    criterion = CrossEntropyCriterion(task, sentence_avg=False)
-    with metrics.aggregate(new_root=True) as agg:
-        for correct, total in ((4, 6), (2, 4)):
-            task.reduce_metrics([{"_em_correct": correct, "_em_total": total, "loss": 0.0, "ntokens": 1,
-                                  "nsentences": total, "sample_size": 1}], criterion)
-        values = agg.get_smoothed_values()
+    values = _two_batch_validation(exclude, size=20)
     assert values["accuracy"] == round(expected, 4) and values["skipped"] == 5 and "_em_size" not in values
     assert "validation reached 15 of the 20 examples of gen (--max-valid-steps?): exact match counts the other 5 " \
            "as wrong" in caplog.text
