@@ -23,11 +23,13 @@
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from fairseq import metrics, utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from omegaconf import II
 
 from fairseq_compgen.errors import UsageError
 from fairseq_compgen.tasks import batch_chunks, beam_stop
@@ -57,6 +59,9 @@ class CompgenConfig(TranslationConfig, AutocastConfig, RandomBatchesConfig, Batc
         metadata={"help": "also decode greedily step by step and log `greedy_accuracy` (must equal `accuracy`, which "
                           "is computed from one teacher-forced pass; slower, a cross-check)"},
     )
+    # fairseq's --max-valid-steps, read so that the task can say what it does to exact match (no flag of its own: a
+    # field with an interpolated default and no help is not added to the parser)
+    max_valid_steps: Optional[int] = II("dataset.max_valid_steps")
     no_eval_tf_accuracy: bool = field(
         default=False,
         metadata={"help": "do not log `tf_accuracy` (by default logged: Ontañón et al.'s notebook metric, "
@@ -114,6 +119,16 @@ class _ForwardRecorder:
         return getattr(self._model, name)
 
 
+def _max_valid_steps(cfg) -> Optional[int]:
+    """fairseq's --max-valid-steps from the task's config, or None: unset, or not resolvable (a config built without
+    fairseq's dataset group, e.g. CompgenConfig() in a test, or a checkpoint's from before the field)."""
+    try:
+        steps = getattr(cfg, "max_valid_steps", None)
+    except Exception:  # omegaconf's interpolation errors when the dataset group is absent
+        return None
+    return steps if isinstance(steps, int) else None
+
+
 def _sum(logging_outputs, key):
     total = sum(log.get(key, 0) for log in logging_outputs)
     return total.item() if torch.is_tensor(total) else total
@@ -149,8 +164,12 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         super().__init__(cfg, src_dict, tgt_dict)
         self._skipped = {}  # split -> examples dropped as too long (filter_indices_by_size)
         self._current_skipped = 0  # of the subset whose batches are being evaluated
-        self._current_size, self._current_split = 0, None  # its examples, evaluated or not; its name
-        self._warned_not_evaluated = set()  # subsets whose unevaluated examples were reported
+        self._current_size = 0  # its examples, evaluated or not
+        steps = _max_valid_steps(cfg)
+        if steps is not None and not (cfg.no_eval_accuracy and cfg.no_eval_tf_accuracy):
+            logger.warning("compgen: --max-valid-steps %d: validation stops after %d batch(es) of each subset (the "
+                           "shortest examples: batches are length-sorted); exact match counts the examples it does "
+                           "not reach as wrong", steps, steps + 1)
 
     def get_batch_iterator(self, dataset, *args, required_batch_size_multiple=1, **kwargs):
         kwargs = batch_iterator_options(dataset, kwargs)  # loader workers; the seed of epoch 1's batches
@@ -160,7 +179,7 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         itr = super().get_batch_iterator(dataset, *args, required_batch_size_multiple=1, **kwargs)
         # validation runs one subset at a time: reduce_metrics of the batches that follow reads this count
         self._current_skipped = self._skipped.get(self._split_of(dataset), 0)
-        self._current_size, self._current_split = len(dataset), self._split_of(dataset)
+        self._current_size = len(dataset)
         return itr
 
     def _split_of(self, dataset) -> str:
@@ -284,16 +303,12 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
     def _denominator(self, m) -> float:
         """Examples of the subset: those evaluated plus, unless --exclude-skipped-from-accuracy, those skipped, plus
         those validation never reached (fairseq's --max-valid-steps stops after that many batches, and batches are
-        length-sorted: without them the accuracy would be that of the shortest examples), counted as wrong and
-        reported once per subset."""
+        length-sorted: without them the accuracy would be that of the shortest examples), counted as wrong (the task
+        says so when it is set up). fairseq also derives the metric after every batch, from the batches so far: only
+        the value at the end of the subset, the one logged, has them all."""
         skipped = m["skipped"].avg if "skipped" in m else 0
         evaluated = m["_em_total"].sum
         not_evaluated = max(0, round(m["_em_size"].avg - evaluated - skipped)) if "_em_size" in m else 0
-        if not_evaluated and self._current_split not in self._warned_not_evaluated:
-            self._warned_not_evaluated.add(self._current_split)
-            logger.warning("compgen: validation reached %d of the %d examples of %s (--max-valid-steps?): exact "
-                           "match counts the other %d as wrong", evaluated + skipped, evaluated + skipped +
-                           not_evaluated, self._current_split, not_evaluated)
         return evaluated + (0 if self.cfg.exclude_skipped_from_accuracy else skipped) + not_evaluated
 
     def reduce_metrics(self, logging_outputs, criterion):
