@@ -176,7 +176,7 @@ import datetime, hashlib, json, os, re, shlex, shutil, sys, tarfile, tempfile
 from pathlib import Path
 
 from fairseq_compgen.pipelines.runner import RECORDS, kept_eval_files
-from fairseq_compgen.pipelines.train import repair_last
+from fairseq_compgen.pipelines.train import fairseq_train_words, repair_last
 
 runs, final_out, pack, carry_mib = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
 # PACK=1: the device tool brings back at most 8 files, 2 folders down, 16 MiB each, 64 MiB together; so the tree
@@ -197,7 +197,7 @@ for run in sorted(p.parent for p in runs.glob("**/settings.json")):
     if (run.parents[2] / "sweep.json").is_file():  # the sweep's plan, for aggregate and campaign/gpu_import.py
         shutil.copy2(run.parents[2] / "sweep.json", out / rel.parents[2] / "sweep.json")
     if (run / "command.txt").is_file():  # the data it trained on, every file hashed (as scripts/campaign.sh)
-        data = Path(shlex.split((run / "command.txt").read_text().splitlines()[0])[1])
+        data = Path(fairseq_train_words(shlex.split((run / "command.txt").read_text().splitlines()[0]))[1])
         if data.is_dir():
             (dest / "data.sha256").write_text("".join(
                 f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n"

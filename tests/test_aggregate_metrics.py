@@ -212,6 +212,26 @@ def test_learning_curves_from_json_logs(tmp_path, capsys):
                    "(validations there log: accuracy, best_loss, bsz, loss, ppl, tf_accuracy, wpb, wps)"]
 
 
+def test_learning_curves_average_finished_runs_only(tmp_path, monkeypatch):
+    """A run under way (no done.json) is left out of the plotted curves as out of the tables: it was averaged in
+    up to its update, so a curve could be a two-seed mean in one part and a one-seed mean in another, its legend
+    saying neither (the sweep audit of 2026-11-29)."""
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def log(dataset, config, seed):
+        return _json_validation("valid", 100, loss=1, accuracy=0.1 * seed)
+    _sweep(out, {("mt", "a"): {1: {}, 2: {}}}, logs=log)
+    (out / "mt" / "a" / "seed2" / "done.json").unlink()  # seed 2 under way
+    plotted = []
+    original = curves.learning_curves
+    monkeypatch.setattr(curves, "learning_curves", lambda path, *a: plotted.append(Path(path).parent.name)
+                        or original(path, *a))
+    spec = {"datasets": {}, "configurations": {}}
+    runs = [{"dataset": "mt", "config": "a", "seed": s, "dir": str(out / "mt" / "a" / f"seed{s}")} for s in (1, 2)]
+    assert curves.plot_curves(spec, runs, tmp_path / "plots") and plotted == ["seed1"]
+
+
 def test_export_keeps_the_metric_lines_of_a_json_log(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

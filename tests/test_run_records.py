@@ -3,6 +3,7 @@ fairseq-train options (or say --resume-with-other-options, which is recorded), a
 runs of one dataset trained on different data, also within one folder."""
 import json
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -66,6 +67,29 @@ def test_resume_refuses_other_options_and_other_data(scan_bin, tmp_path):
     (other / "train.src-tgt.src.bin").write_bytes((scan_bin / "train.src-tgt.src.bin").read_bytes()[::-1])
     with pytest.raises(UsageError, match=r"trained on other data"):
         train.check_resume(save, same, train.data_fingerprint(other), True)
+
+
+def test_a_run_started_by_torchrun_resumes_and_pools_by_its_fairseq_train_options(scan_bin, tmp_path):
+    """command.txt of a run started with --nprocs holds the torchrun command; its words (--standalone,
+    --nproc-per-node, --cpu-dist, and "--" before the data folder) counted as options, so no such run could resume
+    and two such sweeps on the same data at other paths would not pool (the sweep audit of 2026-11-29)."""
+    from fairseq_compgen.pipelines import pooling
+
+    flags = ["--arch", "rel_uni_transformer_scan", "--lr", "1e-3", "--seed", "1"]
+    save = tmp_path / "run"
+    save.mkdir()
+    (save / "command.txt").write_text(shlex.join(train.torchrun_command(2, [str(scan_bin), *flags], cpu=True)) + "\n")
+    (save / "data.json").write_text(json.dumps(train.data_fingerprint(scan_bin)))
+    (save / "checkpoint_last.pt").write_bytes(b"not read by these checks")
+    fp = train.data_fingerprint(scan_bin)
+    train.check_resume(save, ["fairseq-train", str(scan_bin), *flags, "--max-update", "50"], fp, False)
+    with pytest.raises(UsageError, match=r"--lr 1e-3 -> 5e-4"):
+        train.check_resume(save, ["fairseq-train", str(scan_bin), *flags, "--lr", "5e-4"], fp, False)
+    plain = tmp_path / "plain.txt"
+    plain.write_text(shlex.join(["fairseq-train", str(tmp_path / "elsewhere"), *flags]) + "\n")
+    assert pooling.train_options(save / "command.txt") == pooling.train_options(plain)
+    assert train.fairseq_train_words(shlex.split((save / "command.txt").read_text()))[:2] == ["fairseq-train",
+                                                                                               str(scan_bin)]
 
 
 def test_train_command_refuses_before_training_and_records_an_allowed_change(scan_bin, tmp_path):

@@ -36,9 +36,12 @@ def test_a_submitit_local_sweep_of_two_tiny_runs(scan_bin, tmp_path):
         assert done["metrics"]["gen"]["n"] == 24 and done["accuracy"]["gen"] == done["metrics"]["gen"]["accuracy"]
         assert "--seed " + str(seed) in (run / "command.txt").read_text()
     assert list((out / ".submitit").glob("*_log.out"))  # submitit's own per-job logs
-    # a rerun submits the two runs again and each job finds its run done
+    # a rerun submits nothing: each run is done (it submitted them again, each job waiting to say so: the sweep
+    # audit of 2026-11-29)
+    said.clear()
     again = sweep.run_sweep(path, out, cpu=True, threads=1, engine="submitit-local", echo=said.append)
     assert [r["status"] for r in again] == ["skipped", "skipped"]
+    assert not any(s.startswith("submitted") for s in said) and "skip   scan/trafo/seed1 (done)" in said, said
     assert aggregate.main([str(out), "--no-plots"]) == 0
 
 

@@ -81,8 +81,8 @@ def plot_curves(spec: dict, runs: List[dict], folder, scale: float = 1.0, metric
     for dataset in dict.fromkeys(r["dataset"] for r in runs):
         # config -> subset -> update -> [value per seed]
         data: Dict[str, Dict[str, Dict[int, List[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-        for r in runs:
-            if r["dataset"] == dataset:
+        for r in runs:  # finished runs only, as in the tables: a run under way would be averaged in up to its update
+            if r["dataset"] == dataset and finished(r):
                 for subset, curve in learning_curves(run_log(r["dir"]), metric, logged).items():
                     for step, value in curve.items():
                         data[r["config"]][subset][step].append(value * scale)

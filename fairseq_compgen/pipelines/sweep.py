@@ -531,7 +531,12 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
         gpus = 0 if (cpu or any("--cpu" in r.launch for r in selected)) else int((spec.get("launch") or {}).get("gpus") or 1)
         ex = submit.executor(engine, Path(out) / ".submitit", **{"gpus_per_node": gpus, "name": spec["name"],
                                                                  **(slurm or {})})
-        results = submit.submit_all(ex, selected, threads=threads, echo=echo)
+        # a finished run is not submitted (its job would wait in the queue, and hold a GPU, to say "skip")
+        done = [r for r in selected if r.is_done()]
+        for r in done:
+            echo(f"skip   {r.name} (done)")
+        results = [{"run": r.name, "status": "skipped"} for r in done]
+        results += submit.submit_all(ex, [r for r in selected if not r.is_done()], threads=threads, echo=echo)
         return _summary(spec, results, out, echo)
     if (cpu or decode_cpu) and not threads:  # CPU runs (or evaluations) side by side share the cores
         threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))

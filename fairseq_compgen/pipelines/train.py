@@ -125,9 +125,19 @@ def recorded_data_key(run: Path) -> Optional[str]:
     return same_data_key({"files": files}) if files is not None else None
 
 
+def fairseq_train_words(words: Sequence[str]) -> List[str]:
+    """The fairseq-train command of a run's command.txt (its words): the command itself, or, for a torchrun
+    command (torchrun_command), "fairseq-train" and the words after its "--": a run started with --nprocs is then
+    compared, pooled and hashed by its fairseq-train options and data folder, not by torchrun's own words."""
+    words = list(words)
+    return ["fairseq-train", *words[words.index("--") + 1:]] if "--" in words else words
+
+
 def fairseq_options(words: Sequence[str]) -> dict:
-    """The options of a fairseq-train command line (words[0] is the program), the last of a repeated option
-    winning as in argparse; a flag without a value is True; positional words (the data folder) are left out."""
+    """The options of a fairseq-train command line (words[0] is the program; a torchrun command is read as the
+    fairseq-train command it starts), the last of a repeated option winning as in argparse; a flag without a value
+    is True; positional words (the data folder) are left out."""
+    words = fairseq_train_words(words)
     options, i = {}, 1
     while i < len(words):
         word = words[i]
