@@ -622,6 +622,31 @@ def test_generate_print_alignment_is_one_line(run, scan_bin, tmp_path):
                            "weights to align with; leave it out")
 
 
+def test_a_sweeps_generate_flags_typo_is_refused_before_any_run(scan_bin, tmp_path):
+    """generate_flags were not checked: a typo passed the dry run, the runs trained, their evaluation failed
+    ("evaluation exited with 2"), and after the fix the trained runs were refused as made with other settings (the
+    sweep audit of 2026-11-29). Now fairseq-generate's parser reads them first; good ones pass."""
+    for flags, expected in (("--beamx 5", "fairseq-generate: unrecognized arguments: --beamx 5"),
+                            ("--beam five", "fairseq-generate: argument --beam: invalid int value: 'five'"),
+                            ("--beam 5 --beam-stop bound --cpu", None)):
+        path = tmp_path / "s.yaml"
+        path.write_text(f"""name: s
+seeds: [1]
+generate_flags: "{flags}"
+datasets:
+  scan: {{data: {scan_bin}, recipe: csordas/scan, subsets: [valid]}}
+configurations:
+  tiny: {{arch: rel_uni_transformer, flags: [{", ".join([*TINY, "--max-update", "2"])}]}}
+""")
+        p = compgen("sweep", path, "--cpu", "--out", tmp_path / "out", "--dry-run")
+        if expected is None:
+            assert p.returncode == 0, p.stdout + p.stderr
+        else:
+            assert one_line(p) == (f"fairseq_compgen: error: {path}: configuration 'tiny' on dataset 'scan': "
+                                   f"generate_flags '{flags}': {expected}")
+        assert not (tmp_path / "out").exists()
+
+
 def test_a_sweeps_flag_typo_is_refused_before_any_run_and_a_failed_run_says_why(scan_bin, tmp_path):
     """A typo in a sweep file's flags failed each run as it started ("training exited with 1; see train.log", the
     reason only in the log): on Slurm, after the queue; locally, maybe hours into the sweep. Now the sweep checks each

@@ -60,7 +60,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NoReturn, Optional, Sequence, Tuple
 
 from fairseq_compgen import recipes, scoring
 from fairseq_compgen.checkpoint_loading import checkpoint_file
@@ -256,6 +256,25 @@ def length_limit(metric: str, extra: Sequence[str], maxlen: int) -> Tuple[List[s
     a, b = (FAIRSEQ_MAX_LEN[0] if known.max_len_a is None else known.max_len_a,
             FAIRSEQ_MAX_LEN[1] if known.max_len_b is None else known.max_len_b)
     return [], {"from_references": False, "max_len_a": a, "max_len_b": b}
+
+
+def check_generate_flags(flags: Sequence[str]) -> None:
+    """fairseq-generate's parser, with the compgen task's options, on the flags `--generate-flags` passes on: an
+    unknown flag or a bad value is one line naming it (a sweep checks its generate_flags so before any run trains:
+    a typo was found only after training, and the runs were then refused as made with other settings)."""
+    from fairseq import options
+
+    import fairseq_compgen
+
+    fairseq_compgen.register()
+    parser = options.get_generation_parser()
+
+    def error(message: str) -> NoReturn:  # argparse's ArgumentParser.error: usage, the message, exit status 2
+        raise UsageError(f"fairseq-generate: {message}")
+
+    parser.error = error
+    options.parse_args_and_arch(parser, ["DATA", "--user-dir", str(recipes.PACKAGE), "--task", "compgen", "--path",
+                                         "CHECKPOINT", *flags])
 
 
 def generate_seq2seq(ckpt: Path, data: Path, subset: str, length: Sequence[str], cpu: bool, batch_size: int,

@@ -245,8 +245,9 @@ def validate(path, runs: Sequence["Run"]) -> None:
     options as fairseq-train's parser reads them (train.check_fairseq_options: a typo in `flags:` is found here, not
     when its runs start, on Slurm or hours into a local sweep)."""
     import fairseq_compgen
-    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel
 
+    from fairseq_compgen.pipelines.evaluate import check_generate_flags
     from fairseq_compgen.pipelines.train import check_budget, check_fairseq_options
 
     fairseq_compgen.register()
@@ -266,6 +267,12 @@ def validate(path, runs: Sequence["Run"]) -> None:
             if (r.dataset, r.config) not in parsed:
                 check_fairseq_options(args)
                 parsed.add((r.dataset, r.config))
+                generate = [f for f in shlex.split(r.generate_flags) if f != "--cpu"]
+                if generate and issubclass(ARCH_MODEL_REGISTRY[r.arch], FairseqEncoderDecoderModel):  # not tagging
+                    try:
+                        check_generate_flags(generate)
+                    except UsageError as e:
+                        raise UsageError(f"generate_flags {shlex.join(generate)!r}: {e}") from None
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
 
