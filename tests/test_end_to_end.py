@@ -65,6 +65,18 @@ def test_rerunning_a_finished_run_is_a_no_op(trained, scan):
     assert (ckpt.stat().st_mtime_ns, (save / "command.txt").read_text()) == before
 
 
+def test_a_finished_run_is_not_finished_for_another_run(trained, scan):
+    """A finished run's folder answered "already finished" (exit 0) to another seed or arch at the same budget (the
+    walkthrough audit of 2026-11-29); the options are compared first, as for a resume."""
+    save, _ = trained
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    p = subprocess.run([*TRAIN, str(scan), str(save), *TINY, "--batch-size", "64", "--max-update", "30",
+                        "--num-workers", "0", "--seed", "2"], cwd=REPO, env=env, capture_output=True, text=True)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 1 and "holds a run started with other fairseq-train options" in last and \
+        re.search(r"--seed \S+ -> 2", last) and "already finished" not in p.stderr, p.stderr[-2000:]
+
+
 def test_a_failed_command_keeps_the_recorded_one(trained, scan):
     """A failing command (here: a resume without the run's model flags) used to overwrite the run's command.txt; it
     is appended to command.history. A mistyped one is refused by fairseq-train's parser before anything is written."""

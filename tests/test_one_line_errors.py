@@ -833,3 +833,22 @@ def test_the_main_job_refuses_an_argument_it_would_ignore_before_setting_up():
     assert p.stderr.splitlines() == ["main: unexpected argument '--random-batches': expected none, or -- and "
                                      "fairseq-train flags for both models (e.g. -- --random-batches); settings are "
                                      "MAIN_* variables (this script's header)"]
+
+
+def test_half_precision_weights_on_cpu_or_under_autocast_are_refused_in_one_line(scan_bin):
+    """--bf16 / --fp16 with --cpu, and with --autocast-bf16, ended in fairseq tracebacks after the run folder was
+    written (TPU lookup, CUDA assertion; the walkthrough audit of 2026-11-29); now refused before anything is."""
+    from fairseq_compgen.errors import UsageError
+    from fairseq_compgen.pipelines.train import check_fairseq_options
+
+    base = [str(scan_bin), "--task", "compgen", "--arch", "rel_uni_transformer_scan", "--optimizer", "adam"]
+    for flags, expected in (
+            (["--bf16", "--cpu"], "--bf16 with --cpu: fairseq's half-precision training needs a GPU; on CPU, "
+                                  "--autocast-bf16 trains with bf16 autocast and float32 weights"),
+            (["--fp16", "--cpu"], "--fp16 with --cpu"),
+            (["--autocast-bf16", "--bf16"], "--autocast-bf16 needs float32 weights: leave out --bf16"),
+            (["--autocast-bf16", "--memory-efficient-fp16", "--cpu"],
+             "--autocast-bf16 needs float32 weights: leave out --fp16 / --memory-efficient-fp16")):  # fairseq sets both
+        with pytest.raises(UsageError, match=re.escape(expected)):
+            check_fairseq_options(base + flags)
+    check_fairseq_options(base + ["--autocast-bf16", "--cpu"])  # CPU mixed precision: fine

@@ -569,6 +569,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_output_folder(save, "SAVE (the run's folder)")
     check_arch(args)
     check_fairseq_options(args)
+    fingerprint = data_fingerprint(data)
+    if (save / "checkpoint_last.pt").is_file():  # before "already finished": another arch, seed or data is refused
+        check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
     done = finished(save, args)
     if done is not None:
         print(f"fairseq-compgen train: {save}/checkpoint_last.pt is at {done} updates and --max-update is "
@@ -580,7 +583,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     record(save, "launch.txt", shlex.join(["fairseq-compgen", "train", *argv]))  # (every call: *.history)
     record(save, "commit.txt", commit())
     record(save, "machine.txt", machine(a.cpu))
-    fingerprint = data_fingerprint(data)
     check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
     if other_options and (save / "checkpoint_last.pt").is_file():
         with open(save / "options_changed.txt", "a", encoding="utf-8") as f:

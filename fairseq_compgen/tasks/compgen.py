@@ -158,6 +158,14 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
             raise UsageError(f"--eval-comp-subset {subset} names the subset that --eval-comp's metadata is for: "
                              f"expected --eval-comp FILE with it")
         batch_chunks.check(getattr(args, "batch_chunks", 1), getattr(args, "random_positions", 0))
+        half = [f"--{name.replace('_', '-')}" for name in ("fp16", "bf16", "memory_efficient_fp16",
+                                                          "memory_efficient_bf16") if getattr(args, name, False)]
+        if half and getattr(args, "autocast_bf16", False):  # refused when the trainer is built, too: after a traceback
+            raise UsageError(f"--autocast-bf16 needs float32 weights: leave out {' / '.join(half)} (half-precision "
+                             f"weights, fairseq's own mixed precision)")
+        if half and getattr(args, "cpu", False):  # fairseq's trainer fails on CPU with a traceback (TPU or CUDA)
+            raise UsageError(f"{half[0]} with --cpu: fairseq's half-precision training needs a GPU; on CPU, "
+                             f"--autocast-bf16 trains with bf16 autocast and float32 weights")
 
     def __init__(self, cfg, src_dict, tgt_dict):
         self.check_training_flags(cfg)
