@@ -458,11 +458,20 @@ def test_max_update_0_is_refused_without_an_epoch_limit(scan_bin, tmp_path):
     assert not (tmp_path / "run").exists()
     p = compgen(*TRAIN[3:], scan_bin, tmp_path / "run", "--max-update=0", "--max-epoch", "1", "--dry-run")
     assert p.returncode == 0 and "--max-update=0 --max-epoch 1" in p.stdout, p.stderr
+    # neither given (no recipe): fairseq's defaults, 0 and 0, trained until killed, at its default lr of 0.25 (the
+    # walkthrough audit of 2026-11-29)
+    last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run", *TINY,
+                            "--batch-size", "8"))
+    assert last == ("fairseq_compgen: error: no --max-update or --max-epoch: fairseq-train would train until stopped "
+                    "(its defaults are 0, no limit); expected a budget (a --recipe sets one: fairseq-compgen recipes "
+                    "lists them)")
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("flags, expected", [
     # fairseq stopped after the first update, with status 0
-    (["--max-update", "-5"], "--max-update -5: expected a positive number (or 0: no limit)"),
+    (["--max-update", "-5"], "--max-update -5: expected a positive number (0 is no limit, and --max-update 0 needs "
+                             "a --max-epoch)"),
     # a traceback (ValueError) before fairseq's parser saw it
     (["--max-update=abc"], "--max-update abc: expected a whole number"),
     # fairseq batched the whole data set, in silence

@@ -94,9 +94,10 @@ def test_a_run_started_by_torchrun_resumes_and_pools_by_its_fairseq_train_option
 
 def test_train_command_refuses_before_training_and_records_an_allowed_change(scan_bin, tmp_path):
     save = tmp_path / "run"
-    _started_run(save, scan_bin, "--arch rel_uni_transformer_scan --lr 1e-3 --batch-size 8")
+    _started_run(save, scan_bin, "--arch rel_uni_transformer_scan --lr 1e-3 --batch-size 8 --max-update 4")
     with pytest.raises(UsageError, match="--lr 1e-3 -> 5e-4.*--resume-with-other-options"):
-        train.main(["--cpu", "rel_uni_transformer_scan", str(scan_bin), str(save), "--lr", "5e-4", "--batch-size", "8"])
+        train.main(["--cpu", "rel_uni_transformer_scan", str(scan_bin), str(save), "--lr", "5e-4", "--batch-size", "8",
+                    "--max-update", "4"])
     assert not (save / "options_changed.txt").exists()
 
 

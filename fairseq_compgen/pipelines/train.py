@@ -234,7 +234,8 @@ def check_budget(args: Sequence[str], flags: Sequence[str], need_batch: bool = T
     fairseq-train would go wrong: a value that is no whole number (a traceback here, reading --max-update), a negative
     --max-update (fairseq stops after the first update) or --max-epoch, a --batch-size or --max-tokens below 1
     (fairseq then batches the whole data set, in silence), neither of them (fairseq's assertion, a traceback; unless
-    not NEED_BATCH), or a --max-update 0 given without a --max-epoch (no limit: it would train until stopped)."""
+    not NEED_BATCH), or a --max-update 0 given without a --max-epoch (no limit: it would train until stopped), or,
+    as that, neither given (fairseq's defaults are 0 and 0; unless not NEED_BATCH, as for the batch)."""
     value = {}
     for flag in ("--max-update", "--max-epoch", "--batch-size", "--max-sentences", "--max-tokens"):
         text = last(args, flag)
@@ -245,7 +246,8 @@ def check_budget(args: Sequence[str], flags: Sequence[str], need_batch: bool = T
                 raise UsageError(f"{flag} {text}: expected a whole number") from None
     for flag in ("--max-update", "--max-epoch"):
         if value.get(flag, 0) < 0:
-            raise UsageError(f"{flag} {value[flag]}: expected a positive number (or 0: no limit)")
+            raise UsageError(f"{flag} {value[flag]}: expected a positive number (0 is no limit, and --max-update 0 "
+                             f"needs a --max-epoch)")
     batch = [flag for flag in ("--batch-size", "--max-sentences", "--max-tokens") if flag in value]
     for flag in batch:
         if value[flag] < 1:
@@ -253,6 +255,10 @@ def check_budget(args: Sequence[str], flags: Sequence[str], need_batch: bool = T
     if need_batch and not batch:
         raise UsageError("no --batch-size or --max-tokens: fairseq-train needs one (a --recipe sets it; "
                          "fairseq-compgen recipes lists them)")
+    if need_batch and value.get("--max-update", 0) == 0 and value.get("--max-epoch", 0) == 0 and \
+            last(flags, "--max-update") != "0":
+        raise UsageError("no --max-update or --max-epoch: fairseq-train would train until stopped (its defaults are "
+                         "0, no limit); expected a budget (a --recipe sets one: fairseq-compgen recipes lists them)")
     if last(flags, "--max-update") == "0" and value.get("--max-epoch", 0) == 0:
         raise UsageError("--max-update 0 is no limit to fairseq-train and no --max-epoch is set: it would train until "
                          "stopped; expected a positive --max-update (or a --max-epoch)")
