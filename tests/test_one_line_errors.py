@@ -687,6 +687,16 @@ configurations:
         failed), failed
 
 
+def test_trains_own_options_after_save_are_one_line(scan_bin, tmp_path):
+    """`--recipe` after SAVE went to fairseq-train: the dry run said no batch size was given (as if no recipe), the
+    run "unrecognized arguments: --recipe" (the walkthrough audit of 2026-11-29)."""
+    for flags in (["--recipe", "csordas/scan", "--dry-run"], ["--nprocs=2", "--max-update", "2"]):
+        last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run", *flags))
+        assert last == (f"fairseq_compgen: error: {flags[0]} comes after SAVE, where flags go to fairseq-train: put "
+                        "fairseq-compgen train's own options (--gpus, --nprocs, --recipe, -r) before ARCH")
+    assert not (tmp_path / "run").exists()
+
+
 def test_no_batch_size_is_one_line(scan_bin, tmp_path):
     """Without a recipe and without --batch-size or --max-tokens, fairseq-train fails an assertion (a traceback)."""
     last = one_line(compgen("train", "--cpu", "rel_uni_transformer_scan", scan_bin, tmp_path / "run",

@@ -44,6 +44,9 @@ PACKAGE = recipes.PACKAGE
 CPU_DIST = ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
 
 
+OWN_OPTIONS = {"--recipe", "-r", "--gpus", "--nprocs"}  # options of this command that fairseq-train does not have
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fairseq-compgen train", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
@@ -563,6 +566,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = parser().parse_args([x for x in argv if x not in ("--dry-run", OTHER_OPTIONS_FLAG)])
     a.dry_run = dry_run
     data, save = Path(a.data), Path(a.save)
+    own = [f for f in a.flags if f.split("=")[0] in OWN_OPTIONS]
+    if own:  # after SAVE every flag goes to fairseq-train, which knows none of these (or a --recipe seemed absent)
+        raise UsageError(f"{own[0]} comes after SAVE, where flags go to fairseq-train: put fairseq-compgen train's "
+                         f"own options ({', '.join(sorted(OWN_OPTIONS))}) before ARCH")
     if a.nprocs < 0 or a.gpus < 1:
         raise UsageError("--nprocs and --gpus take a positive number")
     args = fairseq_args(a)
