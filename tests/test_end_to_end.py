@@ -89,7 +89,11 @@ def test_a_failed_command_keeps_the_recorded_one(trained, scan):
         "fairseq_compgen: error: fairseq-train: unrecognized arguments: --max-updates 40")
     assert ((save / "command.txt").read_text(), (save / "command.history").read_text()) == before
     p = subprocess.run([*TRAIN, str(scan), str(save), "--max-update", "40"], cwd=REPO, env=env,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True)  # without the run's model flags: refused before any record
+    assert p.returncode == 1 and "holds a run started with other fairseq-train options" in p.stderr.splitlines()[-1]
+    assert ((save / "command.txt").read_text(), (save / "command.history").read_text()) == before
+    p = subprocess.run([*TRAIN, str(scan), str(save), "--max-update", "40", "--resume-with-other-options"], cwd=REPO,
+                       env=env, capture_output=True, text=True)  # let through: fairseq fails to load the checkpoint
     assert p.returncode != 0 and (save / "command.txt").read_text() == before[0]
     history = (save / "command.history").read_text().splitlines()
     assert len(history) >= 2 and "--max-update 40" in history[-1]

@@ -342,8 +342,8 @@ def test_validation_comp_counts_hits_of_the_greedy_hypotheses(tmp_path, monkeypa
     criterion = CrossEntropyCriterion(task, sentence_avg=False)
     current = {}
 
-    def decoded(model_, src_tokens, src_lengths, steps, eos):  # the hypotheses of the batch's ids, EOS, junk after
-        assert src_tokens is current["net_input"]["src_tokens"] and eos == d.eos()
+    def decoded(model_, src_tokens, src_lengths, steps, eos, pad=None):  # the batch's hypotheses, EOS, junk after
+        assert src_tokens is current["net_input"]["src_tokens"] and eos == d.eos() and pad == d.pad()
         rows = [[d.index(w) for w in hyps[i].split()] + [eos] + [d.index("bonne")] * 3 for i in current["id"].tolist()]
         width = max(map(len, rows))
         return torch.tensor([r + [d.pad()] * (width - len(r)) for r in rows])

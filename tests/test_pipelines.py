@@ -368,7 +368,8 @@ def test_dry_run_prints_commands(tmp_path, scan_bin):
     assert said[0].split("\n")[1].endswith("--lr 1e-4 --seed 7") and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("recipe, flags", [(["--recipe", "csordas/scan"], []), ([], ["--batch-size", "8"])])
+@pytest.mark.parametrize("recipe, flags", [(["--recipe", "csordas/scan"], []),
+                                           ([], ["--batch-size", "8", "--max-update", "2"])])
 def test_training_on_a_folder_without_binaries_says_so(tmp_path, recipe, flags):
     """Dictionaries but no binaries gave `ls: cannot access '*.idx'`; now one line naming the folder (with a recipe,
     or without one and a batch size of the user's, which fairseq-train needs)."""
