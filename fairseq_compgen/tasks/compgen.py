@@ -315,9 +315,9 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
         says so when it is set up). fairseq also derives the metric after every batch, from the batches so far: only
         the value at the end of the subset, the one logged, has them all."""
         skipped = m["skipped"].avg if "skipped" in m else 0
-        evaluated = m["_em_total"].sum
-        not_evaluated = max(0, round(m["_em_size"].avg - evaluated - skipped)) if "_em_size" in m else 0
-        return evaluated + (0 if self.cfg.exclude_skipped_from_accuracy else skipped) + not_evaluated
+        # the subset's size is evaluated + skipped + never reached; without it (a task not told), what was evaluated
+        examples = m["_em_size"].avg if "_em_size" in m else m["_em_total"].sum + skipped
+        return examples - (skipped if self.cfg.exclude_skipped_from_accuracy else 0)
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
