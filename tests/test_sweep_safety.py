@@ -179,6 +179,28 @@ def test_an_orphaned_trainer_is_stopped_before_the_run_restarts(tmp_path, data):
             os.close(got)
 
 
+def test_a_stale_holder_record_stops_no_process_group(tmp_path, data):
+    """The lock file names a gone sweep and a process group, but another process holds the lock (a
+    `fairseq-compgen train` started by hand, which records no holder): the recorded group's number may now be an
+    unrelated group's, so nothing is stopped and the run is left alone (sweep audit, 2026-11-29: it was SIGTERMed)."""
+    run = sweep.plan(sweep.load_sweep(_write(tmp_path, GOOD.format(data=data))), tmp_path / "out", cpu=True)[0]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)  # does not have the lock open
+    fd = _hold(run, gone.pid, unrelated.pid)  # this process holds the lock, as a hand-started training would
+    said = []
+    try:
+        assert Runner(echo=said.append)._take_lock(run, wait_s=2) is None
+        assert unrelated.poll() is None and not said
+        result = Runner(echo=said.append).run_one(run)
+        assert result["status"] == "busy" and unrelated.poll() is None
+        assert said == [f"BUSY   {run.name}: a live sweep or training holds its lock ({run.path / LOCK}); left alone"]
+    finally:
+        os.close(fd)
+        unrelated.kill()
+        unrelated.wait()
+
+
 def test_an_evaluation_cut_off_by_the_sweeps_stop_is_stopped_not_failed(tmp_path, data, monkeypatch):
     """A GPU slice ends while a finished training is being evaluated: the run is "stopped" (the next sweep
     evaluates it), not FAILED, and leaves no done.json."""

@@ -142,7 +142,7 @@ class Runner:
             run.path.mkdir(parents=True, exist_ok=True)
             lock_fd = self._take_lock(run)
             if lock_fd is None:
-                self.echo(f"BUSY   {run.name}: a live sweep is running it ({run.path / LOCK}); left alone")
+                self.echo(f"BUSY   {run.name}: a live sweep or training holds its lock ({run.path / LOCK}); left alone")
                 return {"run": run.name, "status": "busy"}  # not done, and not this sweep's failure
             try:
                 if run.is_done():  # finished by the process that held the lock
@@ -166,6 +166,11 @@ class Runner:
             pass
         holder = _read_holder(fd)
         if holder.get("sweep") is None or pid_alive(holder["sweep"]) or holder.get("pgid") is None:
+            os.close(fd)
+            return None
+        if not _group_has_open(holder["pgid"], run.path / LOCK):
+            # the record is stale: the lock is held by another process (a `fairseq-compgen train` started by hand
+            # in this folder records no holder) and the recorded group's number may now be anyone's
             os.close(fd)
             return None
         self.echo(f"stop   {run.name}: process group {holder['pgid']} of a sweep that is gone (pid "
@@ -280,6 +285,32 @@ def _write_holder(fd: int, pgid: Optional[int]) -> None:
     """Record in the lock file who holds it: this sweep's pid and the process group of its current command."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"sweep": os.getpid(), "pgid": pgid}).encode(), 0)
+
+
+def _group_has_open(pgid: int, path: Path) -> bool:
+    """Whether a process of process group `pgid` has the file `path` open (Linux /proc/<pid>/fd). False where
+    /proc cannot tell (another system, another user's processes): a group is stopped only when it is known to
+    hold the run's lock, never on the strength of a recorded number that the system may have given to another."""
+    try:
+        target = os.stat(path)
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        for name in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                return True
+    return False
 
 
 def _read_holder(fd: int) -> dict:
