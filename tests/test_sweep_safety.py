@@ -153,7 +153,7 @@ def test_a_run_held_by_a_live_sweep_is_left_alone(tmp_path, data):
     assert result["status"] == "busy" and said[0].startswith("BUSY   scan/reluni/seed1")
     assert not (run.path / "train.log").exists()
     sweep._summary({"name": "s"}, [result], "out", said.append)  # not this sweep's failure
-    assert said[-1] == "sweep s: 0 done, 0 skipped, 0 failed, 1 busy (another live sweep is training them) -> out"
+    assert said[-1] == "sweep s: 0 done, 0 skipped, 0 failed, 1 busy (another live sweep or training holds them) -> out"
 
 
 def test_an_orphaned_trainer_is_stopped_before_the_run_restarts(tmp_path, data):

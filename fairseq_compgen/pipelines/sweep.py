@@ -60,7 +60,8 @@ What cannot go wrong silently (each refused with one line, before any run starts
   runs added); another sweep would make the first one's runs vanish from aggregate and is refused;
 * one writer per run folder: the sweep holds a lock on OUT/.../seedK/.lock, inherited by the trainer and the
   evaluator, so it lasts as long as any of them runs. A rerun finding a run locked by the trainer of a sweep that
-  is gone (killed with SIGKILL) stops that orphaned trainer first; one locked by a live sweep is BUSY and left
+  is gone (killed with SIGKILL) stops that orphaned trainer first (when its process group has the lock open);
+  one locked by a live sweep or a hand-started training is BUSY and left
   alone (counted as busy, not failed; the exit status is 1 while a run is failed or busy, i.e. not done).
   SIGTERM, SIGHUP and Ctrl-C stop the sweep's trainers.
 
@@ -567,7 +568,7 @@ def _summary(spec: dict, results: List[dict], out, echo) -> List[dict]:
     n = {s: sum(r["status"] == s for r in results) for s in ("done", "skipped", "failed", "stopped", "busy")}
     echo(f"sweep {spec['name']}: {n['done']} done, {n['skipped']} skipped, {n['failed']} failed"
          + (f", {n['stopped']} stopped" if n["stopped"] else "")
-         + (f", {n['busy']} busy (another live sweep is training them)" if n["busy"] else "") + f" -> {out}")
+         + (f", {n['busy']} busy (another live sweep or training holds them)" if n["busy"] else "") + f" -> {out}")
     return results
 
 
