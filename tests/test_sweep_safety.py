@@ -365,6 +365,24 @@ def test_runs_queued_behind_an_interrupt_are_stopped_not_failed(tmp_path, data):
     (("  reluni:", "  /tmp/abs:"), r"s\.yaml:7: configurations: '/tmp/abs' holds the path separator"),
     (("  reluni:", "  '..':"), r"s\.yaml:7: configurations: '\.\.' is not a folder name"),
     (("  scan:", "  a\\b:"), r"s\.yaml:3: datasets: 'a\\\\b' holds the path separator '\\\\'"),  # a\b
+    # placeholders sweep.plan could not fill were tracebacks (KeyError, ValueError) (sweep audit, 2026-11-29)
+    (("    data: {data}", "    data: {data}/{{nmae}}"),
+     r"s\.yaml:4: datasets\.scan\.data: '.*/\{nmae\}': unknown placeholder \{nmae\} \(filled for dataset 'scan'\): "
+     r"expected placeholders among \{name\}, \{recipe\} \(the dataset's name, its recipe's last part, its vars:\), "
+     r"with literal braces doubled \(\{\{ and \}\}\)"),
+    (("    arch: rel_uni_transformer_scan", "    arch: rel_uni_transformer_scan\n    flags: --seed {{x"),
+     r"s\.yaml:9: configurations\.reluni\.flags: '--seed \{x': expected '\}' before end of string"),
+    (("    arch: rel_uni_transformer_scan", "    arch: '{{0}}'"),
+     r"s\.yaml:8: configurations\.reluni\.arch: '\{0\}': a positional placeholder"),
+    # values the schema's types let through (an int), which plan misread or fairseq refused at the run
+    (("seeds: [1, 2]", "seeds: [1, -2]"), r"s\.yaml:1: seeds\[1\]: seed -2: expected a seed of 0 or more"),
+    (("seeds: [1, 2]", "seeds: [1, 2]\nlaunch: {{cpu_procs: 0}}"),
+     r"s\.yaml:2: launch\.cpu_procs: 0: expected a number of processes, at least 1"),
+    (("seeds: [1, 2]", "seeds: [1, 2]\nlaunch: {{gpus: -1}}"), r"s\.yaml:2: launch\.gpus: -1: expected a number of GPUs"),
+    # a paper value for a subset no run evaluates was shown nowhere, in silence
+    (("    arch: rel_uni_transformer_scan", "    arch: rel_uni_transformer_scan\n    paper: {{scan/gne: 0.3}}"),
+     r"s\.yaml:9: configurations\.reluni\.paper: 'scan/gne': dataset 'scan' evaluates no subset 'gne': expected "
+     r"one of valid, gen"),
 ])
 def test_sweep_files_mean_what_they_say(tmp_path, data, edit, where):
     text = GOOD.replace(*edit)

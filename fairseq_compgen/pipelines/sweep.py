@@ -93,7 +93,7 @@ from fairseq_compgen.data.io import atomic_write_text
 from fairseq_compgen.errors import UsageError, read_json
 from fairseq_compgen.pipelines import submit
 from fairseq_compgen.pipelines.runner import COMPGEN, DONE, SETTINGS, Runner, read_done
-from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, resolve
+from fairseq_compgen.pipelines.sweep_schema import line_of, load_spec, packaged, placeholders, resolve
 
 
 def _flags(value) -> List[str]:
@@ -297,6 +297,15 @@ def check_data(path, selected: Sequence["Run"], spec: dict) -> None:
             raise UsageError(f"{path}{f':{line}' if line else ''}: datasets.{r.dataset}.subsets: no subset "
                              f"{', '.join(map(repr, missing))} in {r.data}: expected subsets it holds "
                              f"({', '.join(sorted(have)) or 'none'})")
+    for r in selected:  # a paper value for a subset no run evaluates would be shown nowhere
+        evaluated = r.subsets or sorted(data_subsets(r.data) - {"train"})
+        for key in (spec["configurations"][r.config] or {}).get("paper") or {}:
+            dataset, _, subset = str(key).partition("/")
+            if dataset == r.dataset and subset not in evaluated:
+                line = line_of(path, f"configurations.{r.config}.paper")
+                raise UsageError(f"{path}{f':{line}' if line else ''}: configurations.{r.config}.paper: {key!r}: "
+                                 f"dataset {r.dataset!r} evaluates no subset {subset!r}: expected one of "
+                                 f"{', '.join(evaluated) or 'none'} (the paper's value would be shown nowhere)")
 
 
 def data_subsets(data) -> set:
@@ -406,12 +415,6 @@ def check_same_sweep(path, spec: dict, runs: Sequence[Run], out) -> None:
     raise UsageError(f"{target} is the plan of sweep {old_name!r} ({old_file}), not of sweep {spec['name']!r} "
                      f"({resolve(path).resolve()}): running this one there would replace it and {why} would "
                      f"vanish from aggregate; expected the same sweep (to resume it): use another --out")
-
-
-def placeholders(name: str, dataset: dict) -> dict:
-    """What a sweep file's dataset fills into its `data:` and its runs' flags: {name} (the dataset's name),
-    {recipe} (its recipe's last part) and its `vars:`."""
-    return {"name": name, "recipe": (dataset.get("recipe") or "").rsplit("/", 1)[-1], **(dataset.get("vars") or {})}
 
 
 def data_folder(name: str, dataset: dict) -> str:

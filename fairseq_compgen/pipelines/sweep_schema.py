@@ -178,6 +178,25 @@ def resolve(name) -> Path:
     raise UsageError(f"sweep file not found: {name} (a path, or a packaged sweep: {known})")
 
 
+def placeholders(name: str, dataset: dict) -> dict:
+    """What a sweep file's dataset fills into its `data:` and its runs' flags and arch: {name} (the dataset's name),
+    {recipe} (its recipe's last part) and its `vars:`."""
+    return {"name": name, "recipe": (dataset.get("recipe") or "").rsplit("/", 1)[-1], **(dataset.get("vars") or {})}
+
+
+def _fill_problem(text, names: dict) -> Optional[str]:
+    """Why str.format cannot fill `text` from `names` (an unknown placeholder, a lone brace), or None."""
+    try:
+        str(text).format(**names)
+    except KeyError as e:
+        return f"unknown placeholder {{{e.args[0]}}}"
+    except IndexError:
+        return "a positional placeholder ({} or {0})"
+    except (ValueError, AttributeError) as e:
+        return str(e)
+    return None
+
+
 def packaged() -> list:
     """The names of the sweeps shipped with the package."""
     return sorted(p.stem for p in SWEEPS.glob("*.yaml"))
@@ -244,9 +263,29 @@ def load_spec(path) -> dict:
         if not seeds:
             fail(key, "expected at least one seed, e.g. [1, 2, 3] (an empty list would run nothing, or seed 1)")
         for i, seed in enumerate(seeds):
+            if seed < 0:
+                fail(f"{key}[{i}]", f"seed {seed}: expected a seed of 0 or more (fairseq-train's --seed)")
             if seed in seeds[:i]:
                 fail(f"{key}[{i}]", f"seed {seed} is listed twice: expected each seed once (the same run would be "
                                     f"planned twice)")
+    procs, gpus = spec["launch"]["cpu_procs"], spec["launch"]["gpus"]
+    if procs is not None and procs < 1:
+        fail("launch.cpu_procs", f"{procs}: expected a number of processes, at least 1")
+    if gpus < 0:
+        fail("launch.gpus", f"{gpus}: expected a number of GPUs, 0 or more")
+    for dname, d in spec["datasets"].items():  # every text with {placeholders}, as sweep.plan fills them
+        names = placeholders(dname, d)
+        texts = [(f"datasets.{dname}.data", d["data"]), (f"datasets.{dname}.flags", d["flags"]),
+                 ("flags", spec["flags"])]
+        texts += [(f"configurations.{c}.{field}", entry[field]) for c, entry in spec["configurations"].items()
+                  if entry["datasets"] is None or dname in entry["datasets"] for field in ("arch", "flags")]
+        for key, value in texts:
+            for text in [value] if isinstance(value, str) else value or []:
+                problem = _fill_problem(text, names)
+                if problem:
+                    fail(key, f"{str(text)!r}: {problem} (filled for dataset {dname!r}): expected placeholders among "
+                              f"{', '.join('{' + n + '}' for n in names)} (the dataset's name, its recipe's last "
+                              f"part, its vars:), with literal braces doubled ({{{{ and }}}})")
     for cname, c in spec["configurations"].items():
         for d in c["datasets"] or []:
             if d not in spec["datasets"]:
