@@ -50,12 +50,28 @@ def test_unknown_engine_is_refused():
         submit.executor("pbs", "/tmp/x")
 
 
+def test_slurm_where_there_is_none_is_one_line_before_anything_is_written(tmp_path, monkeypatch, scan_bin):
+    """--engine slurm without Slurm was submitit's RuntimeError traceback, after OUT/sweep.json was written (sweep
+    audit, 2026-11-29)."""
+    _submitit()
+    (tmp_path / "bin").mkdir()  # a PATH without sbatch
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"scan": {"data": str(scan_bin)}},
+                                    "configurations": {"t": {"arch": "compgen_transformer_scan"}}}))
+    with pytest.raises(UsageError, match=r"^--engine slurm: Slurm's sbatch is not on PATH here: expected a Slurm "
+                                         r"login node \(or --engine submitit-local"):
+        sweep.run_sweep(path, tmp_path / "out", engine="slurm", echo=lambda s: None)
+    assert not (tmp_path / "out").exists()
+
+
 def test_slurm_resources_reach_the_sbatch_script(tmp_path, monkeypatch):
-    """No Slurm here: a stand-in `srun` on PATH lets submitit build its executor, whose sbatch script is checked."""
+    """No Slurm here: stand-ins for `srun` and `sbatch` on PATH lets submitit build its executor, whose sbatch script is checked."""
     _submitit()
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 0\n")
-    (tmp_path / "bin" / "srun").chmod(0o755)
+    for tool in ("srun", "sbatch"):
+        (tmp_path / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / "bin" / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
     ex = submit.executor("slurm", tmp_path / "s", gpus_per_node=1, timeout_min=90, partition="gpu", cpus_per_task=4,
                          mem_gb=16, array_parallelism=8, name="t")

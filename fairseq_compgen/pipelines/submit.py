@@ -14,6 +14,7 @@ stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
@@ -32,12 +33,9 @@ def executor(engine: str, folder, gpus_per_node: int = 0, timeout_min: int = 24 
              partition: Optional[str] = None, cpus_per_task: Optional[int] = None, mem_gb: Optional[int] = None,
              array_parallelism: Optional[int] = None, name: str = "compgen"):
     """A submitit executor for ENGINE with the sweep's resources."""
-    if engine not in ENGINES:
-        raise UsageError(f"--engine {engine!r}: expected local, {' or '.join(ENGINES)}")
-    try:
-        import submitit
-    except ImportError:
-        raise UsageError("--engine slurm needs submitit: pip install 'fairseq_compgen[slurm]'") from None
+    check_engine(engine)
+    import submitit
+
     ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm" if engine == "slurm" else "local")
     params = dict(name=name, timeout_min=timeout_min, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
                   mem_gb=mem_gb)
@@ -45,6 +43,23 @@ def executor(engine: str, folder, gpus_per_node: int = 0, timeout_min: int = 24 
         params.update(slurm_partition=partition, slurm_array_parallelism=array_parallelism)
     ex.update_parameters(**params)
     return ex
+
+
+def check_engine(engine: str) -> None:
+    """UsageError, before anything is planned or submitted, when ENGINE cannot run here: an unknown name, submitit
+    not installed, or --engine slurm where Slurm's `sbatch` is not on PATH (submitit's own RuntimeError was a
+    traceback after OUT/sweep.json was written)."""
+    if engine == "local":
+        return
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected local, {' or '.join(ENGINES)}")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise UsageError(f"--engine {engine} needs submitit: pip install 'fairseq_compgen[slurm]'") from None
+    if engine == "slurm" and shutil.which("sbatch") is None:
+        raise UsageError("--engine slurm: Slurm's sbatch is not on PATH here: expected a Slurm login node (or "
+                         "--engine submitit-local to run the same jobs on this machine, or the default local engine)")
 
 
 def submit_all(ex, runs: Sequence, threads: Optional[int] = None, echo: Callable[[str], None] = print) -> List[dict]:

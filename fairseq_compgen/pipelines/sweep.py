@@ -510,6 +510,7 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
     `jobs` at once), or as submitit jobs (engine "slurm" or "submitit-local"; `slurm`: the resources of
     submit.executor). `seeds` replaces the file's seeds (with_seeds); `prep` first makes the data folders not made
     yet with their datasets' prep commands (prepare_absent). Returns one result dict per selected run."""
+    submit.check_engine(engine)
     spec = with_seeds(load_sweep(path), seeds)
     out = Path(out or spec.get("output") or Path("runs") / spec["name"])
     runs = plan(spec, out, cpu=cpu, gpu=gpu, decode_cpu=decode_cpu)
