@@ -14,6 +14,7 @@ stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem
 """
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
@@ -53,10 +54,8 @@ def check_engine(engine: str) -> None:
         return
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected local, {' or '.join(ENGINES)}")
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
-        raise UsageError(f"--engine {engine} needs submitit: pip install 'fairseq_compgen[slurm]'") from None
+    if importlib.util.find_spec("submitit") is None:
+        raise UsageError(f"--engine {engine} needs submitit: pip install 'fairseq_compgen[slurm]'")
     if engine == "slurm" and shutil.which("sbatch") is None:
         raise UsageError("--engine slurm: Slurm's sbatch is not on PATH here: expected a Slurm login node (or "
                          "--engine submitit-local to run the same jobs on this machine, or the default local engine)")
