@@ -118,9 +118,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted, exit_before_finalizing
 
-    if argv[0] == "prep" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        # `kill` stops a prep as Ctrl-C does: its staging folder removed and its fairseq-preprocess child stopped
-        # (subprocess.run kills the child on an exception); by default the child went on writing, orphaned
+    if argv[0] in ("prep", "sweep") and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        # `kill` stops a prep (also a `sweep --prep`'s) as Ctrl-C does: its staging folder removed and its
+        # fairseq-preprocess child stopped (subprocess.run kills the child on an exception); by default the child
+        # went on writing, orphaned. A sweep's runs have their own handler (pipelines/sweep.py, run_sweep)
         signal.signal(signal.SIGTERM, _terminated)
 
     try:

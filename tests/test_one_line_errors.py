@@ -410,6 +410,23 @@ def test_ctrl_c_during_prep(tmp_path, sig):
         assert (split / "bin" / "dict.src.txt").is_file(), split
 
 
+def test_kill_during_a_sweeps_prep_stops_its_fairseq_preprocess(tmp_path):
+    """`sweep --prep` prepares in-process: SIGTERM ended it at once and left fairseq-preprocess writing on,
+    orphaned (sweep audit, 2026-11-29); now it stops as `prep` does, in one line."""
+    out = tmp_path / "scan"
+    path = tmp_path / "s.yaml"
+    path.write_text(f"datasets:\n  scan:\n    data: {out}/simple/bin\n"
+                    f"    prep: fairseq-compgen prep scan --split all-generated --out {out}\n"
+                    f"configurations:\n  t:\n    arch: compgen_transformer_scan\n")
+    p = _interrupt_when([*COMPGEN, "sweep", path, "--prep", "--cpu", "--dry-run"],
+                        lambda line: line.startswith("vocab"), sig=signal.SIGTERM)
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", f"fairseq_cli.preprocess.*{out}"], capture_output=True, text=True).stdout
+    assert not left, f"a fairseq-preprocess of this sweep's prep is still running: {left}"
+    last = one_line(p, rc=130, prefix="fairseq_compgen: interrupted: ")
+    assert last.startswith("fairseq_compgen: interrupted: fairseq-compgen prep scan stopped; "), last
+
+
 def test_ctrl_c_during_training(scan_bin, tmp_path):
     """Interrupted after a checkpoint was saved: one line naming the update of the checkpoint kept, 130; a rerun
     of the same command resumes from it."""
