@@ -80,3 +80,28 @@ def test_slurm_resources_reach_the_sbatch_script(tmp_path, monkeypatch):
                  "#SBATCH --cpus-per-task=4", "#SBATCH --mem=16GB", "#SBATCH --job-name=t"):
         assert line in script, (line, script)
     assert ex._executor.parameters["array_parallelism"] == 8
+
+
+def test_threads_of_a_job_default_to_what_it_was_given(tmp_path, monkeypatch, scan_bin):
+    """A submitit job ran on torch's default threads whatever Slurm gave it, and submitit-local's jobs, which run at
+    once on this machine, each on every core (sweep audit, 2026-11-29)."""
+    seen = []
+    monkeypatch.setattr(submit, "Runner", lambda jobs, threads, echo: seen.append(threads) or
+                        type("R", (), {"run_one": lambda self, run: {"status": "done"}})())
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
+    submit.job(None)
+    submit.job(None, threads=2)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    submit.job(None)
+    assert seen == [6, 2, None]
+    _submitit()
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"seeds": [1, 2, 3, 4], "datasets": {"scan": {"data": str(scan_bin)}},
+                                    "configurations": {"t": {"arch": "compgen_transformer_scan",
+                                                             "flags": "--max-update 4 --batch-size 8"}}}))
+    given = []
+    monkeypatch.setattr(submit, "submit_all", lambda ex, runs, threads, echo: given.append((len(runs), threads)) or [])
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 8)
+    sweep.run_sweep(path, tmp_path / "out", cpu=True, engine="submitit-local", echo=lambda s: None)
+    sweep.run_sweep(path, tmp_path / "out", cpu=True, engine="submitit-local", threads=1, echo=lambda s: None)
+    assert given == [(4, 2), (4, 1)]

@@ -15,6 +15,7 @@ stdout and stderr) go to OUT/.submitit/. The run folders must be on a filesystem
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
@@ -26,7 +27,10 @@ ENGINES = ("slurm", "submitit-local")
 
 
 def job(run, threads: Optional[int] = None) -> dict:
-    """One run, on whatever machine submitit put this job: the local runner's run_one with a single slot."""
+    """One run, on whatever machine submitit put this job: the local runner's run_one with a single slot, on the
+    threads given, else on the CPUs Slurm gave the job (SLURM_CPUS_PER_TASK, set by --cpus-per-task), else torch's
+    default."""
+    threads = threads or int(os.environ.get("SLURM_CPUS_PER_TASK") or 0) or None
     return Runner(jobs=1, threads=threads, echo=lambda s: print(s, flush=True)).run_one(run)
 
 

@@ -548,7 +548,10 @@ def run_sweep(path, out=None, jobs: int = 1, devices=None, cpu: bool = False, on
         for r in done:
             echo(f"skip   {r.name} (done)")
         results = [{"run": r.name, "status": "skipped"} for r in done]
-        results += submit.submit_all(ex, [r for r in selected if not r.is_done()], threads=threads, echo=echo)
+        todo = [r for r in selected if not r.is_done()]
+        if engine == "submitit-local" and gpus == 0 and not threads and todo:  # its jobs run at once, here
+            threads = max(1, (os.cpu_count() or 1) // len(todo))
+        results += submit.submit_all(ex, todo, threads=threads, echo=echo)
         return _summary(spec, results, out, echo)
     if (cpu or decode_cpu) and not threads:  # CPU runs (or evaluations) side by side share the cores
         threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
@@ -591,7 +594,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="evaluate on CPU wherever the runs train (ten evaluations taking turns on one GPU did not "
                         "finish in 140 s where one thread of CPU takes 15: results/gpu_oneshot_h100_20261127)")
     p.add_argument("--threads", type=int,
-                   help="OMP/MKL threads per run (default with --cpu or --decode-cpu: cores // --jobs)")
+                   help="OMP/MKL threads per run (default with --cpu or --decode-cpu: cores // --jobs; with --engine "
+                        "submitit-local and --cpu: cores // its jobs, which run at once; on Slurm: the job's "
+                        "--cpus-per-task)")
     p.add_argument("--only", action="append", help="run only runs matching this glob (dataset/config/seedK); repeatable")
     p.add_argument("--seeds", type=int, nargs="+", metavar="N",
                    help="these seeds instead of the file's, e.g. an unused one: into a new --out (pooled by "
