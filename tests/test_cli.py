@@ -50,11 +50,14 @@ def _data_folder(root: Path, tagging: bool) -> Path:
 @pytest.mark.parametrize("name", sorted(k for k in OLD if not k.startswith("_")))
 def test_dry_run_equals_the_removed_scripts_command(name, tmp_path, capsys):
     data = _data_folder(tmp_path / "d", tagging=name.endswith("tagging"))
-    arch = "-" if name.startswith("russin") else "ARCH"
+    # a registered arch of the recipe's task (a dry run checks it and every option as fairseq-train's parser does),
+    # written ARCH again for the comparison with the removed scripts' commands
+    arch = "-" if name.startswith("russin") else "compgen_tagger" if name.endswith("tagging") else "compgen_transformer"
     assert cli.main(["train", "--recipe", name, arch, str(data), "SAVE", "--dry-run"]) == 0
     printed = shlex.split(capsys.readouterr().out)
     assert printed[0] == "fairseq-train"
     new = [a.replace(str(data), "DATA").replace(str(recipes.PACKAGE), "USER_DIR") for a in printed[1:]]
+    new = ["ARCH" if a == arch else a for a in new]
     (old_data, old), (new_data, now) = _options(OLD[name], once=False), _options(new)
     assert old_data == new_data == "DATA"
     differ = {k: (old.get(k), now.get(k)) for k in set(old) | set(now) if not _same(old.get(k), now.get(k))}
@@ -63,13 +66,27 @@ def test_dry_run_equals_the_removed_scripts_command(name, tmp_path, capsys):
 
 def test_extra_flags_come_last_and_launch_flags_are_added(tmp_path, capsys):
     data = _data_folder(tmp_path / "d", tagging=False)
-    cli.main(["train", "--recipe", "csordas/scan", "--gpus", "4", "x", str(data), "s", "--lr", "5e-4", "--dry-run"])
+    arch = "compgen_transformer_scan"
+    cli.main(["train", "--recipe", "csordas/scan", "--gpus", "4", arch, str(data), "s", "--lr", "5e-4", "--dry-run"])
     args = shlex.split(capsys.readouterr().out)
     assert args[-4:] == ["--lr", "5e-4", "--distributed-world-size", "4"] and args.count("--lr") == 2
-    cli.main(["train", "--recipe", "csordas/scan", "--cpu", "--nprocs", "2", "x", str(data), "s", "--dry-run"])
+    cli.main(["train", "--recipe", "csordas/scan", "--cpu", "--nprocs", "2", arch, str(data), "s", "--dry-run"])
     args = shlex.split(capsys.readouterr().out)
     assert args[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m"]
     assert "--cpu-dist" in args and args[-1] == "--cpu"
+
+
+def test_a_dry_run_checks_the_arch_and_fairseqs_options(tmp_path, capsys):
+    """`train --dry-run` printed any command, a typo in a fairseq-train flag or the arch included (new-user
+    walkthrough, 2026-11-29); it now refuses what fairseq-train would, in one line, and prints nothing."""
+    data = _data_folder(tmp_path / "d", tagging=False)
+    with pytest.raises(UsageError, match=r"--arch 'compgen_transformer_sacn' is not registered"):
+        cli.main(["train", "--recipe", "csordas/scan", "compgen_transformer_sacn", str(data), "s", "--dry-run"])
+    with pytest.raises(UsageError, match=r"^fairseq-train: unrecognized arguments: --max-updates 10"):
+        cli.main(["train", "--recipe", "csordas/scan", "compgen_transformer_scan", str(data), "s", "--dry-run",
+                  "--max-updates", "10"])
+    assert capsys.readouterr().out == ""
+    assert not (tmp_path / "s").exists()
 
 
 def test_noam_recipes_compute_the_peak_lr():

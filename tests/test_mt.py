@@ -447,6 +447,40 @@ def test_bleu_refuses_a_missing_sentence_and_labels_what_it_scored(tmp_path):
     assert plain["subword"] == "none" and plain["label"].startswith("BLEU (sacrebleu, on the text as decoded")
 
 
+def test_bleu_references_are_the_prepared_text_not_the_t_lines(tmp_path, capsys):
+    """fairseq-generate writes a T- line from the binarized target: a word outside the target dictionary reads
+    <<unk>>, and BLEU was taken against it (evaluation audit, 2026-11-29). `fairseq-compgen eval` now passes the
+    subset's prepared text beside DATA, each line checked against its T- line."""
+    from fairseq_compgen import scoring
+
+    log = tmp_path / "g.txt"
+    log.write_text("T-0\tthe <<unk>> sat on the mat\nH-0\t-0.1\tthe cat sat on the mat\n"
+                   "T-1\ta dog@@ <<unk>> ran away\nH-1\t-0.2\ta dog@@ s ran away\n", encoding="utf-8")
+    pair = tmp_path / "de-en"
+    (pair / "bin").mkdir(parents=True)
+    text = pair / "test.tgt"
+    text.write_text("the cat sat on the mat\na dog@@ s ran away\n", encoding="utf-8")
+    assert scoring.get("bleu").eval_argv(log, pair / "bin", "test", 2) == \
+        [str(log), "--expected-count", "2", "--lang", "en", "--references", str(text)]
+    t_lines = bleu.main([str(log), "--detok", "none"])
+    assert t_lines["references"] == "T- lines" and t_lines["references_with_unk"] == 2 and t_lines["bleu"] < 100
+    assert "references: T- lines (2 with <<unk>>)" in capsys.readouterr().out
+    ours = bleu.main([str(log), "--detok", "none", "--references", str(text)])
+    assert ours["bleu"] == pytest.approx(100.0) and ours["references"] == str(text)
+    # T- lines whose subword marks fairseq-generate removed (--post-process) match the text with its marks
+    removed = tmp_path / "removed.txt"
+    removed.write_text("T-0\tthe <<unk>> sat on the mat\nH-0\t-0.1\tthe cat sat on the mat\n"
+                       "T-1\ta dogs ran away\nH-1\t-0.2\ta dogs ran away\n", encoding="utf-8")
+    assert bleu.main([str(removed), "--detok", "none", "--references", str(text)])["bleu"] == pytest.approx(100.0)
+    # another file is named by its line; so is one with too few lines
+    text.write_text("a cat sat on the mat\na dog@@ s ran away\n", encoding="utf-8")
+    with pytest.raises(ScoringError, match=r"test\.tgt:1: 'a cat sat on the mat' is not the target of id 0 in "):
+        bleu.main([str(log), "--references", str(text)])
+    text.write_text("the cat sat on the mat\n", encoding="utf-8")
+    with pytest.raises(ScoringError, match=r"test\.tgt: 1 lines, but .* has id 1: expected one reference per example"):
+        bleu.main([str(log), "--references", str(text)])
+
+
 def test_bleu_detokenizes_in_the_target_language_of_the_data(tmp_path, capsys):
     """`fairseq-compgen eval --metric bleu` passes the target of DATA's language pair to the Moses detokenizer (a
     French target detokenized as English keeps "l' an"; the audit of 2026-11-29 found every eval scored as English),

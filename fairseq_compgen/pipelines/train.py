@@ -10,7 +10,8 @@
 --gpus N       N GPUs in one node: --distributed-world-size N, fairseq spawns one process per GPU (NCCL)
 --nprocs N     N processes started by torchrun (torch.distributed.run --standalone) on this machine: on CPU
                (with --cpu) they train on gloo with legacy_ddp, on GPUs fairseq reads torchrun's environment
---dry-run      print the fairseq-train command (or the torchrun command) and exit
+--dry-run      check the arch and the options as fairseq-train's parser reads them, print the fairseq-train
+               command (or the torchrun command) and exit; DATA and SAVE need not exist
 
 Flags after SAVE go to fairseq-train and win over the recipe (fairseq takes the last occurrence), e.g.
 --max-update 2000 --seed 3. A rerun on the same SAVE resumes from SAVE/checkpoint_last.pt (fairseq does this);
@@ -575,13 +576,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = fairseq_args(a)
     check_budget(args, a.flags)
     command = (torchrun_command(a.nprocs, args, a.cpu) if a.nprocs > 1 else ["fairseq-train", *args])
+    # the arch and every option as fairseq-train's parser reads them, also for a dry run (its command printed only
+    # when fairseq-train would take it; the data and SAVE are left to the run)
+    check_arch(args)
+    check_fairseq_options(args)
     if a.dry_run:
         print(shlex.join(command))
         return 0
     check_data(data)
     check_output_folder(save, "SAVE (the run's folder)")
-    check_arch(args)
-    check_fairseq_options(args)
     fingerprint = data_fingerprint(data)
     if (save / "checkpoint_last.pt").is_file():  # before "already finished": another arch, seed or data is refused
         check_resume(save, ["fairseq-train", *args], fingerprint, other_options)
