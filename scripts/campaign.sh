@@ -198,8 +198,18 @@ code_moved() {  # REPO's HEAD is a clean commit whose code (anything outside res
 # this state folder where it has no checkpoint of theirs, so that they resume instead of starting again
 "$PY" "$TREE/campaign/carry.py" restore --repo "$REPO" --state "$STATE" --queue "$TREE/$QUEUE" ||
   echo "campaign: carry restore failed" >&2
-moved="$STATE/.code-moved.$$"  # written between runs when code_moved: the rest of the queue is left to that commit
-rm -f "$moved"
+moved="$STATE/.code-moved.$$"  # written between runs when code_moved (the step it was in): the rest of the queue is
+rm -f "$moved"                 # left to that commit
+# CAMPAIGN_FROM (set when the campaign goes on from a new commit, below): the step it was in; the steps before it were
+# walked already, so they are not walked again (each step's dry run costs seconds: the whole queue several minutes,
+# after every commit), unless the new commit's queue no longer has that step. Prep lines are always read.
+from=${CAMPAIGN_FROM:-}
+unset CAMPAIGN_FROM
+if [ -n "$from" ] && ! awk '!/^#/ {$1 = $1; print}' "$TREE/$QUEUE" | grep -qxF "$from"; then
+  echo "campaign: step $from is not in $QUEUE at this commit: walking the queue from its top"
+  from=""
+fi
+[ -z "$from" ] || echo "campaign: going on from step $from (the steps before it were walked before the commit)"
 grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   [ -n "$sweep" ] || continue
   if [ -e "$moved" ]; then continue; fi
@@ -207,6 +217,10 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     read -ra args <<< "$glob"
     prep_once "${args[@]}" </dev/null || { echo "campaign: prep $glob failed" >&2; exit 1; }
     continue
+  fi
+  if [ -n "$from" ]; then
+    [ "$(awk '{$1 = $1; print}' <<< "$sweep $glob")" = "$from" ] || continue
+    from=""
   fi
   name=$(basename "$sweep" .yaml)
   echo "campaign: $(date -Is) step $sweep $glob"
@@ -224,10 +238,13 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     fi
     fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
-    if code_moved; then : > "$moved"; fi  # between runs only: no run trains at two commits because of this
+    if code_moved; then awk '{$1 = $1; print}' <<< "$sweep $glob" > "$moved"; fi  # between runs only: no run trains at
+    # two commits because of this
   done <<< "$runs"
 done
 if [ -e "$moved" ]; then
+  CAMPAIGN_FROM=$(cat "$moved")
+  export CAMPAIGN_FROM
   rm -f "$moved"
   echo "campaign: $(date -Is) HEAD moved to $(git -C "$REPO" rev-parse --short=12 HEAD), which changes code;" \
     "going on from there"

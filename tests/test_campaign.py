@@ -175,8 +175,13 @@ def test_prep_lines_run_once_per_state_folder_and_a_step_without_runs_is_skipped
 def test_campaign_goes_on_from_a_code_commit_made_while_a_run_trains(scan_bin, tmp_path):
     """A commit that changes code (anything outside results/), made while the first run trains: that run finishes
     at the commit it started from, and the next run trains at the new HEAD (the worktree of the commit after the
-    first run's results commit). The campaign's own results commits alone never move it."""
+    first run's results commit). The campaign's own results commits alone never move it. It goes on from the step
+    it was in: the steps before it are not walked again (each walked step costs a dry run)."""
     repo, state, head = _tiny_clone(tmp_path, scan_bin)
+    queue = repo / "campaign" / "tiny_queue.txt"  # a first step that plans no run (its dry run fails): walked once
+    queue.write_text("campaign/tiny.yaml scan/*/seed3\n" + queue.read_text())
+    _git(repo, "commit", "-q", "-m", "a step before", "--", "campaign/tiny_queue.txt")
+    head = _git(repo, "rev-parse", "HEAD").strip()
     wrapper = tmp_path / "python_that_commits"  # the campaign's PY: a developer commits while the first run trains
     wrapper.write_text(f"""#!/usr/bin/env bash
 if [[ " $* " == *" sweep "* && " $* " != *" --dry-run "* && ! -e {tmp_path}/edited ]]; then
@@ -197,6 +202,8 @@ exec {sys.executable} "$@"
                                              ).returncode == 0
     assert f"HEAD moved to {second[:12]}, which changes code; going on from there" in p.stdout, p.stdout
     assert p.stdout.count("HEAD moved") == 1  # the second run's results commit changes results/ only
+    assert p.stdout.count("step campaign/tiny.yaml scan/*/seed3") == 1, p.stdout
+    assert "going on from step campaign/tiny.yaml scan/*/seed2 (the steps before it were walked" in p.stdout
     assert (state / f"tree-{second[:12]}").is_dir() and not list(state.glob(".code-moved.*"))
     # the first commit's worktree, which no process names any more, was removed when the campaign moved on
     assert not (state / f"tree-{head[:12]}").exists()
