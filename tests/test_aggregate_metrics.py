@@ -166,7 +166,8 @@ def test_a_run_without_the_metric_is_one_error_naming_the_file(tmp_path):
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines() == [
         f"fairseq_compgen: error: {tmp_path / 'mt' / 'a' / 'seed1' / 'eval' / 'test.json'} has no numeric 'comp' "
-        "(--metric comp); its keys: bleu, detok, label, n, sacrebleu_version, signature, str, subword"]
+        "(--metric comp); its keys: bleu, detok, label, n, references, references_with_unk, sacrebleu_version, "
+        "signature, str, subword"]
 
 
 # ------------------------------------------------------------------------------------------- learning curves
