@@ -23,6 +23,7 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 from typing import Optional, Sequence
 
 # subcommand -> (module, function); imported only when called
@@ -93,6 +94,26 @@ def plot_main(argv: Sequence[str]) -> int:
     return t5_biases.main(list(argv[1:])) or 0
 
 
+# Hydra's deprecation warnings that fairseq's own use of Hydra raises at every fairseq-train and fairseq-generate (about
+# twenty lines before the first log line; nothing a user of fairseq can change): left out of this command's output,
+# unless the user chose warning filters (python -W, PYTHONWARNINGS). Matched from the start of each message.
+HYDRA_DEPRECATIONS = (
+    r"hydra\.experimental\.\w+\(\) is no longer experimental",
+    r"\nThe version_base parameter is not specified",
+    r"In '[^']*': Usage of deprecated keyword in package header",
+    r"\n'[^']*' is validated against ConfigStore schema with the same name",
+    r"\nThe strict flag in the compose API is deprecated",
+)
+
+
+def quiet_hydra_deprecations() -> None:
+    """Leave HYDRA_DEPRECATIONS out of this process's output, unless the user set warning filters (-W, PYTHONWARNINGS).
+    Called by every `fairseq-compgen` command and by the torchrun workers of `fairseq-compgen train --nprocs`."""
+    if not sys.warnoptions:
+        for pattern in HYDRA_DEPRECATIONS:
+            warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+
+
 def _terminated(signum, frame):
     raise KeyboardInterrupt
 
@@ -115,6 +136,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    quiet_hydra_deprecations()
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted, exit_before_finalizing
 

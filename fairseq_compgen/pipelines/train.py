@@ -659,5 +659,8 @@ def worker(argv: List[str]) -> NoReturn:
     exit_before_finalizing(0)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the torchrun workers (torchrun_command) start here, not through fairseq-compgen
+    from fairseq_compgen.cli import quiet_hydra_deprecations
+
+    quiet_hydra_deprecations()
     sys.exit(main())
