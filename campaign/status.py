@@ -8,6 +8,7 @@ call (its carry and command) and what to run after it.
 
     python campaign/status.py                          # campaign/queue*.txt; state folder ../campaign beside the checkout
     python campaign/status.py --queue campaign/queue.txt --state /elsewhere/campaign
+    python campaign/status.py --steps-left --queue campaign/queue.txt   # the steps a lane walks (scripts/campaign.sh)
 
 A run is done when its done.json is in results/campaign/<sweep>/<run>/ of this checkout (committed or not: the
 campaign commits it right after copying it), or in results/campaign_gpu/ (finished on a lent GPU, gpu_import.py);
@@ -27,6 +28,7 @@ import argparse
 import json
 import shlex
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -35,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fairseq_compgen import prep, recipes  # noqa: E402
+from fairseq_compgen.errors import UsageError  # noqa: E402
 from fairseq_compgen.pipelines import sweep  # noqa: E402
 from fairseq_compgen.pipelines.train import last  # noqa: E402
 from fairseq_compgen.pipelines.train_log import last_num_updates, read_records, train_cpu, train_wall  # noqa: E402
@@ -165,6 +168,31 @@ def steps(queue: Path):
             yield number, first, rest.strip()
 
 
+def committed_runs(repo: Path) -> set:
+    """The runs (sweep/dataset/config/seedK) whose done.json is in `repo`'s HEAD under results/campaign or
+    results/campaign_gpu: what scripts/campaign.sh's committed() asks git one run at a time."""
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", "HEAD", "--",
+                             "results/campaign", "results/campaign_gpu"], capture_output=True, text=True, check=True)
+    parts = [Path(f).parts for f in listed.stdout.splitlines()]  # results/campaign*/SWEEP/DATASET/CONFIG/seedK/done.json
+    return {"/".join(p[2:6]) for p in parts if len(p) == 7 and p[6] == "done.json"}
+
+
+def steps_left(queue: Path, repo: Path, state: Path):
+    """Each sweep step of `queue` (its line with single spaces, as scripts/campaign.sh compares steps) that has a run
+    not committed in `repo` (committed_runs), or whose runs cannot be planned here (the lane's dry run says why):
+    the steps a lane walks. The others are skipped without a dry run (several seconds each: fairseq's imports)."""
+    done = committed_runs(repo)
+    for _, sweep_file, glob in steps(queue):
+        name = Path(sweep_file).stem
+        try:
+            runs = sweep.select(sweep.plan(sweep.load_sweep(REPO / sweep_file), state / "runs" / name, cpu=True),
+                                [glob])
+        except UsageError:
+            runs = []
+        if not runs or any(f"{name}/{run.name}" not in done for run in runs):
+            yield " ".join([sweep_file, *glob.split()])
+
+
 def gpu_plan(sweep_file: str, glob: str, runs, state: Path, here: Path, jobs_max: int = 10):
     """The runbook (docs/experiments.md) for a step on a lent GPU, as lines: the wheels and the step's data folders,
     each here or how to make it (a copy of the lanes' folder in STATE, else the dataset's prep command), the device
@@ -207,8 +235,17 @@ def main(argv=None) -> int:
     p.add_argument("--here", type=Path, default=REPO,
                    help="the checkout a lent GPU's device tool sends, where its wheels and data must be (default: this "
                         "one)")
+    p.add_argument("--steps-left", action="store_true",
+                   help="print only the steps with a run not committed in --repo's HEAD, one per line, or that cannot "
+                        "be planned (what scripts/campaign.sh walks; one --queue)")
+    p.add_argument("--repo", type=Path, default=REPO,
+                   help="with --steps-left: the repository whose HEAD records the finished runs (default: this one)")
     a = p.parse_args(argv)
     queues = a.queue or sorted((REPO / "campaign").glob("queue*.txt"))
+    if a.steps_left:
+        for queue in queues:
+            print("\n".join(steps_left(queue, a.repo, a.state)))
+        return 0
     results = a.results
     by_config, by_dataset = recorded_hours(results)
     pace = recorded_pace(results)

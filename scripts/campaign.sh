@@ -11,7 +11,8 @@
 # worktree at this repository's HEAD, which must be clean), the data it prepares itself (data/) and the run folders
 # (runs/).
 # A run already done (in runs/, or recorded in results/campaign/ when STATE is new, e.g. on a fresh machine) is
-# skipped, a run with a checkpoint resumes (fairseq-compgen sweep). A finished run's records (done.json,
+# skipped, a run with a checkpoint resumes (fairseq-compgen sweep); a step whose runs are all committed is not walked
+# at all (campaign/status.py --steps-left lists the others). A finished run's records (done.json,
 # eval/*.json and eval/*.outputs.gz, command.txt, launch.txt, commit.txt, machine.txt, settings.json, train.log, and a resumed run's
 # *.history: every commit it trained at) are copied to results/campaign/<sweep>/<run>/ and committed with
 # `git commit -- <that folder>` only (and the sweep's sweep.json, results/campaign/<sweep>/sweep.json, when new or
@@ -203,13 +204,25 @@ rm -f "$moved"                 # left to that commit
 # CAMPAIGN_FROM (set when the campaign goes on from a new commit, below): the step it was in; the steps before it were
 # walked already, so they are not walked again (each step's dry run costs seconds: the whole queue several minutes,
 # after every commit), unless the new commit's queue no longer has that step. Prep lines are always read.
+one_line() { awk '{$1 = $1; print}'; }  # a step as the lanes compare steps: its words, one space apart
 from=${CAMPAIGN_FROM:-}
 unset CAMPAIGN_FROM
-if [ -n "$from" ] && ! awk '!/^#/ {$1 = $1; print}' "$TREE/$QUEUE" | grep -qxF "$from"; then
+if [ -n "$from" ] && ! grep -v '^#' "$TREE/$QUEUE" | one_line | grep -qxF "$from"; then
   echo "campaign: step $from is not in $QUEUE at this commit: walking the queue from its top"
   from=""
 fi
 [ -z "$from" ] || echo "campaign: going on from step $from (the steps before it were walked before the commit)"
+# the steps with a run not committed, in one process (seconds): the others are not walked (a dry run each, several
+# seconds of fairseq's imports: the whole queue took ten minutes at each lane's start). Should it fail, all are walked.
+if left=$("$PY" "$TREE/campaign/status.py" --steps-left --queue "$TREE/$QUEUE" --repo "$REPO" --state "$STATE" \
+          </dev/null); then
+  walk_all=""
+  echo "campaign: $(grep -c . <<< "$left" || true) steps of $QUEUE have runs not recorded (campaign/status.py" \
+    "--steps-left); only those are walked"
+else
+  echo "campaign: campaign/status.py --steps-left failed (above): walking every step" >&2
+  walk_all=1
+fi
 grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
   [ -n "$sweep" ] || continue
   if [ -e "$moved" ]; then continue; fi
@@ -218,10 +231,12 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     prep_once "${args[@]}" </dev/null || { echo "campaign: prep $glob failed" >&2; exit 1; }
     continue
   fi
+  step=$(one_line <<< "$sweep $glob")
   if [ -n "$from" ]; then
-    [ "$(awk '{$1 = $1; print}' <<< "$sweep $glob")" = "$from" ] || continue
+    [ "$step" = "$from" ] || continue
     from=""
   fi
+  if [ -z "$walk_all" ] && ! grep -qxF "$step" <<< "$left"; then continue; fi  # every run recorded
   name=$(basename "$sweep" .yaml)
   echo "campaign: $(date -Is) step $sweep $glob"
   # one run at a time, so that each run's files are committed as soon as it finishes
@@ -238,7 +253,7 @@ grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
     fi
     fcg sweep "$TREE/$sweep" --out "runs/$name" --cpu --jobs "$JOBS" --threads "$THREADS" --only "$run" </dev/null || true
     collect "$sweep" "$name"
-    if code_moved; then awk '{$1 = $1; print}' <<< "$sweep $glob" > "$moved"; fi  # between runs only: no run trains at
+    if code_moved; then echo "$step" > "$moved"; fi  # between runs only: no run trains at
     # two commits because of this
   done <<< "$runs"
 done

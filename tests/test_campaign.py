@@ -145,6 +145,8 @@ def test_campaign_runs_commits_resumes_and_refuses_a_dirty_tree(scan_bin, tmp_pa
     p = _campaign(repo, fresh)
     assert p.returncode == 0 and "committed" not in p.stdout, p.stdout + p.stderr
     assert not list(fresh.glob("runs/tiny/scan/*/seed*/checkpoint*")) and not list(fresh.glob("runs/**/done.json"))
+    # and no step is walked: every run of both is committed (campaign/status.py --steps-left)
+    assert "0 steps of campaign/tiny_queue.txt have runs not recorded" in p.stdout and " step " not in p.stdout, p.stdout
 
     (repo / "README.md").write_text("edited\n")
     p = _campaign(repo, state)
@@ -428,6 +430,36 @@ def test_status_counts_done_under_way_and_left_runs(tmp_path):
     missing = subprocess.run([sys.executable, "campaign/status.py", "--queue", str(tmp_path / "nope.txt")], cwd=REPO,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.txt" in missing.stderr
+
+
+def test_steps_left_lists_the_steps_with_a_run_not_committed(tmp_path):
+    """campaign/status.py --steps-left (what scripts/campaign.sh walks): a step whose runs all have a done.json in the
+    repository's HEAD, under results/campaign or results/campaign_gpu, is left out; a step with a run recorded only
+    in the working tree (copied, not committed yet) or not at all, or whose glob plans no run, is listed, its words
+    one space apart."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for run in ("campaign/park_kim_scan26_5k/scan/lt/seed1", "campaign/park_kim_scan26_5k/scan/lt_l2_orth/seed1",
+                "campaign_gpu/chaabouni_jump_columns/jump/sag/seed1", "campaign/park_kim_scan26_5k/scan/lt/seed2"):
+        (repo / "results" / run).mkdir(parents=True)
+        (repo / "results" / run / "done.json").write_text("{}\n")
+    _git(repo, "add", "results/campaign/park_kim_scan26_5k/scan/lt/seed1", "results/campaign_gpu",
+         "results/campaign/park_kim_scan26_5k/scan/lt_l2_orth/seed1")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "runs")
+    queue = tmp_path / "queue.txt"
+    queue.write_text("# a comment\nprep scan --split length_cutoff_26 --out data/scan\n"
+                     "campaign/park_kim_scan26_5k.yaml scan/*/seed1\n"
+                     "campaign/park_kim_scan26_5k.yaml   scan/*/seed2\n"
+                     "campaign/chaabouni_jump_columns.yaml jump/sag/seed1\n"
+                     "campaign/chaabouni_jump_columns.yaml jump/sag/seed2\n"
+                     "campaign/chaabouni_jump_columns.yaml jump/no_such_config/seed1\n")
+    p = subprocess.run([sys.executable, "campaign/status.py", "--steps-left", "--queue", str(queue), "--repo",
+                        str(repo), "--state", str(tmp_path / "state")], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["campaign/park_kim_scan26_5k.yaml scan/*/seed2",
+                                     "campaign/chaabouni_jump_columns.yaml jump/sag/seed2",
+                                     "campaign/chaabouni_jump_columns.yaml jump/no_such_config/seed1"]
 
 
 def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
