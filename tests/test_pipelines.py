@@ -282,6 +282,21 @@ def test_aggregate_mean_sample_std_best_and_missing(tmp_path):
     ([0.09, 0.10], "43.0 ± 9.5 (SEM, 3 seeds)", 100, "outside"),  # mean 9.5: 33.5 below, beyond 2 x 16.45
     ([0.20, 0.22], "43.0 ± 9.5", 100, "outside"),  # the same numbers read as a std: band [24, 62]
     ([0.20, 0.22], "43.0 ± 9.5 (sem, 3 seeds)", 100, "inside"),  # however the suffix is cased
+    # marked percent: compared with our fractions at any --scale (unmarked, 0.4 at scale 1 read as a fraction
+    # took a mean of 0.4 % for "inside" 0.4 ± 0.3)
+    ([0.003, 0.005], "0.4 ± 0.3 %", 1, "inside"),
+    ([0.003, 0.005], "0.4 ± 0.3 %", 100, "inside"),
+    ([0.40, 0.40], "0.4 ± 0.3 %", 1, "outside"),
+    ([0.40, 0.40], "0.4 ± 0.3", 1, "inside"),
+    ([0.998, 0.999], "99.8% ± 0.1%", 1, "inside"),
+    ([0.998, 0.999], "99.8 ± 0.1 %", 100, "inside"),
+    ([0.15, 0.17], "43.0 ± 9.5 % (SEM, 3 seeds)", 1, "inside"),
+    ([0.15, 0.17], "43.0 ± 9.5 (SEM, 3 seeds) %", 1, "inside"),
+    ([0.09, 0.10], "43.0 ± 9.5 % (SEM, 3 seeds)", 100, "outside"),
+    ([0.995, 1.0], "100.0 %", 1, "inside"),  # a single value: within 5 points
+    ([0.94, 0.95], "100.0 %", 100, "outside"),
+    ([0.0101, 0.0101], "1.00 ± 0.00 %", 1, "outside"),  # half a unit of the last digit: 0.005 points
+    ([0.01, 0.01], "1.00 ± 0.00 %", 1, "inside"),
 ])
 def test_verdict_against_the_papers_band(values, paper, scale, expected):
     cell = pooling.Cell("scan", "gen", "x", len(values), dict(enumerate(values, 1)))

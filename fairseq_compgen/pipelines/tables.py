@@ -36,9 +36,10 @@ def paper_value(spec: dict, dataset: str, subset: str, config: str) -> Optional[
 
 
 # "VALUE", "VALUE ± STD", or "VALUE ± SEM (SEM, N seeds)" where the paper's ± is a standard error (Chaabouni et
-# al.'s tables): the band then uses its standard deviation, SEM * sqrt(N)
-_PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?"
-                    r"(?:\s*\((?i:SEM),\s*(\d+)\s*(?i:seeds?)\))?\s*$")
+# al.'s tables): the band then uses its standard deviation, SEM * sqrt(N); a "%" after the value, the std or the
+# whole says the paper's numbers are percent ("0.4 ± 0.3 %", "43.0 ± 9.5 % (SEM, 3 seeds)")
+_PAPER = re.compile(r"^\s*([-+]?\d+(?:\.(\d+))?)\s*(%)?\s*(?:±|\+-|\+/-)?\s*(\d+(?:\.\d+)?)?\s*(%)?"
+                    r"(?:\s*\((?i:SEM),\s*(\d+)\s*(?i:seeds?)\))?\s*(%)?\s*$")
 
 
 def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> str:
@@ -48,19 +49,25 @@ def verdict(cell: Optional[Cell], paper: Optional[str], scale: float = 1.0) -> s
     within 0.05 (times `scale`, the paper's units) where it gives a single value ("0.637"). "" when there is nothing
     to compare (no runs, no paper value, or a paper value that is not a number, e.g. "median 91.0"). A paper value
     above 1 against our fractions at scale 1 ("99.8 ± 0.1" against 0.834: the paper's percent) is not compared:
-    the verdict says to pass --scale 100 instead of "outside" for any value of ours."""
+    the verdict says to pass --scale 100 instead of "outside" for any value of ours. A value marked percent
+    ("0.4 ± 0.3 %") is compared with our fractions at any --scale: unmarked, a percent below 1 read as a
+    fraction."""
     if cell is None or not cell.n or paper is None:
         return ""
     m = _PAPER.match(str(paper))
     if not m:
         return ""
-    value, decimals, std, sem_seeds = float(m.group(1)), len(m.group(2) or ""), m.group(3), m.group(4)
-    if scale == 1 and value > 1 and 0 <= cell.mean <= 1:
-        return "not compared: the paper's value is in percent, ours a fraction: --scale 100"
+    value, decimals, std, sem_seeds = float(m.group(1)), len(m.group(2) or ""), m.group(4), m.group(6)
     if std is not None:
         std = float(std) * (math.sqrt(int(sem_seeds)) if sem_seeds else 1.0)
+    ours = cell.mean * scale
+    if any(m.group(i) for i in (3, 5, 7)):  # percent: the paper's numbers as fractions, beside ours unscaled
+        ours, scale, value, decimals = cell.mean, 1.0, value / 100, decimals + 2
+        std = None if std is None else std / 100
+    elif scale == 1 and value > 1 and 0 <= cell.mean <= 1:
+        return "not compared: the paper's value is in percent, ours a fraction: --scale 100"
     band = max(2 * std, 0.5 * 10 ** -decimals) if std is not None else 0.05 * scale
-    return "inside" if abs(cell.mean * scale - value) <= band + 1e-12 else "outside"
+    return "inside" if abs(ours - value) <= band + 1e-12 else "outside"
 
 
 def format_cell(cell: Optional[Cell], scale: float, digits: int, bold: bool = False,
