@@ -95,8 +95,9 @@ def plot_main(argv: Sequence[str]) -> int:
 
 
 # Hydra's deprecation warnings that fairseq's own use of Hydra raises at every fairseq-train and fairseq-generate (about
-# twenty lines before the first log line; nothing a user of fairseq can change): left out of this command's output,
-# unless the user chose warning filters (python -W, PYTHONWARNINGS). Matched from the start of each message.
+# twenty lines before the first log line; nothing a user of fairseq can change), and torch's notice that fairseq's
+# data loaders ask for pinned memory on a machine without an accelerator (every CPU run): left out of this command's
+# output, unless the user chose warning filters (python -W, PYTHONWARNINGS). Matched from the start of each message.
 HYDRA_DEPRECATIONS = (
     r"hydra\.experimental\.\w+\(\) is no longer experimental",
     r"\nThe version_base parameter is not specified",
@@ -104,14 +105,30 @@ HYDRA_DEPRECATIONS = (
     r"\n'[^']*' is validated against ConfigStore schema with the same name",
     r"\nThe strict flag in the compose API is deprecated",
 )
+TORCH_CPU_NOTICES = (r"'pin_memory' argument is set as true but no accelerator is found",)
 
 
-def quiet_hydra_deprecations() -> None:
-    """Leave HYDRA_DEPRECATIONS out of this process's output, unless the user set warning filters (-W, PYTHONWARNINGS).
-    Called by every `fairseq-compgen` command and by the torchrun workers of `fairseq-compgen train --nprocs`."""
+def quiet_known_warnings() -> None:
+    """Leave HYDRA_DEPRECATIONS and TORCH_CPU_NOTICES out of this process's output, unless the user set warning filters
+    (-W, PYTHONWARNINGS). Called by every `fairseq-compgen` command and by the torchrun workers of `fairseq-compgen
+    train --nprocs`."""
     if not sys.warnoptions:
-        for pattern in HYDRA_DEPRECATIONS:
+        for pattern in HYDRA_DEPRECATIONS + TORCH_CPU_NOTICES:
             warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+
+
+# fairseq's console scripts' log format (fairseq_cli/train.py and generate.py), which the log readers expect
+FAIRSEQ_LOG_FORMAT = dict(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+
+
+def fairseq_logging(default_level: str, stream) -> None:
+    """Log as fairseq's console scripts do, to `stream`, at LOGLEVEL (fairseq's variable) or `default_level`. Called
+    once fairseq is imported: importing it runs `logging.basicConfig(level=DEBUG)` (fairseq/models/wav2vec/
+    wav2vec2_classification.py), after which every fairseq message went to stderr as `INFO:name:message`."""
+    import logging
+
+    logging.basicConfig(**FAIRSEQ_LOG_FORMAT, level=os.environ.get("LOGLEVEL", default_level).upper(), stream=stream,
+                        force=True)
 
 
 def _terminated(signum, frame):
@@ -136,7 +153,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # libgomp, so it is set before any subcommand imports torch; `OMP_WAIT_POLICY=ACTIVE fairseq-compgen ...` sets
     # it back.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    quiet_hydra_deprecations()
+    quiet_known_warnings()
     module, function = COMMANDS[argv[0]]
     from fairseq_compgen.errors import Interrupted, exit_before_finalizing
 

@@ -131,6 +131,9 @@ def test_compgen_eval_scores_gen(trained, scan):
     assert r["n"] == 2624, out
     assert "gen" in out and "exact-match accuracy" in out
     assert r["generate_flags"] == "" and "note: --beam" not in out  # greedy, eval's own flags only
+    # eval's own output is its result lines: fairseq's INFO lines of the process (importing fairseq set the root
+    # logger to DEBUG on stderr, `INFO:name:message`) and torch's pin_memory notice on CPU are left out
+    assert "INFO" not in out and "pin_memory" not in out, out
     # greedy exact match: each batch stops at its longest reference + EOS (SCAN length's gen: 48 actions at most)
     assert r["max_len"] == {"from_references": True, "max_len_b": 49}
     # the accuracy counted independently from the generate output eval kept: hypothesis == reference, token for token

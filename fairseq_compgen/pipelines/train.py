@@ -548,12 +548,12 @@ def run_fairseq_train(args: Sequence[str]) -> None:
     from fairseq_cli.train import cli_main
 
     import fairseq_compgen
+    from fairseq_compgen.cli import fairseq_logging
 
     fairseq_compgen.register()  # imported before fairseq, so fairseq's --user-dir import finds it registered
     # fairseq_cli.train configures logging when first imported, unless something logged before (then Python's
     # default `INFO:name:msg` on stderr stays): its own format on stdout, which the log readers expect
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
-                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
+    fairseq_logging("INFO", sys.stdout)
     sys.argv = ["fairseq-train", *args]
     cli_main()
 
@@ -660,7 +660,7 @@ def worker(argv: List[str]) -> NoReturn:
 
 
 if __name__ == "__main__":  # the torchrun workers (torchrun_command) start here, not through fairseq-compgen
-    from fairseq_compgen.cli import quiet_hydra_deprecations
+    from fairseq_compgen.cli import quiet_known_warnings
 
-    quiet_hydra_deprecations()
+    quiet_known_warnings()
     sys.exit(main())
