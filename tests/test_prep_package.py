@@ -120,6 +120,16 @@ def test_russin_refuses_an_incomplete_split(tmp_path):
         russin.ensure(split)
     with pytest.raises(MissingFileError, match=r"lacks train.src"):
         russin.ensure(tmp_path / "nothing")
+    # a split of other subsets (length_cutoff_26: train, valid, gen), made by the command the message used to suggest
+    cutoff = _split(tmp_path / "length_cutoff_26")
+    for ext in ("src", "tgt"):
+        (cutoff / f"test.{ext}").rename(cutoff / f"gen.{ext}")
+        (cutoff / f"valid.{ext}").write_text("walk\n" if ext == "src" else "WALK\n")
+    with pytest.raises(MissingFileError, match=r"length_cutoff_26 lacks test.src: prep russin holds out a validation set "
+                                               r"from a SCAN split of train and test \(e.g. fairseq-compgen prep scan "
+                                               r"--split addprim_jump --out .*\); this split's subsets are gen, train, "
+                                               r"valid$"):
+        russin.ensure(cutoff)
     split = _split(tmp_path / "t")
     (split / "train.tgt").write_text("JUMP\n")
     with pytest.raises(DataError, match=r"train.tgt:2: expected as many lines as train.src \(10\), got 1"):

@@ -73,6 +73,11 @@ def ensure(split_dir: Union[str, Path], workers: int = 1) -> Path:
         return russin / "bin"
     for name in NEEDED:
         if not (split_dir / name).is_file():
+            have = sorted(f.stem for f in split_dir.glob("*.src"))
+            if "train" in have and name.startswith("test."):  # a split of other subsets, e.g. length_cutoff_26's
+                raise MissingFileError(f"{split_dir} lacks {name}: prep russin holds out a validation set from a SCAN "
+                                       f"split of train and test (e.g. fairseq-compgen prep scan --split addprim_jump "
+                                       f"--out {split_dir.parent}); this split's subsets are {', '.join(have)}")
             raise MissingFileError(f"{split_dir} lacks {name}: not a SCAN split folder made by fairseq-compgen prep scan "
                                    f"(e.g. fairseq-compgen prep scan --split {split_dir.name} --out {split_dir.parent})")
     src = read_data_lines(split_dir / "train.src", "SCAN train sources")
