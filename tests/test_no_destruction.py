@@ -149,6 +149,13 @@ def test_eval_records_its_checkpoint_and_keeps_another_checkpoints_results(scan_
     assert json.loads((run / "eval" / "gen.json").read_text()) == last
     evaluate.main([str(run / "checkpoint_best.pt"), str(scan_bin), "gen", "--out", str(run / "eval"), "--overwrite"])
     assert json.loads((run / "eval" / "gen.json").read_text())["checkpoint"] == "checkpoint_best.pt"
+    # a file of the same bytes under another name (a copy, or a last checkpoint that is also the best): said so, not
+    # as two equal hashes
+    (run / "checkpoint_copy.pt").write_bytes(b"best")
+    with pytest.raises(UsageError, match=r"eval/gen\.json holds the result of checkpoint_best\.pt, a file with the "
+                                         rf"same bytes as .*checkpoint_copy\.pt \(sha256 {sha['best'][:12]}\) and this "
+                                         r"result's under its own name: pass --overwrite"):
+        evaluate.main([str(run / "checkpoint_copy.pt"), str(scan_bin), "gen", "--out", str(run / "eval")])
     # the same checkpoint again needs no --overwrite
     evaluate.evaluate(run / "checkpoint_best.pt", scan_bin, ["gen"], echo=lambda s: None)
 

@@ -139,6 +139,10 @@ def check_replaceable(path: Path, record: dict, ckpt: Path, metric: str, generat
         old = {}
     old = old if isinstance(old, dict) else {}
     again = "pass --overwrite to replace it, or choose another --out"
+    if old.get("checkpoint_sha256") == record["checkpoint_sha256"] and old.get("checkpoint") != record["checkpoint"]:
+        raise UsageError(f"{path} holds the result of {old.get('checkpoint') or 'a checkpoint it does not name'}, a file "
+                         f"with the same bytes as {ckpt} (sha256 {record['checkpoint_sha256'][:12]}) and this "
+                         f"result's under its own name: {again}")
     if not all(old.get(k) == v for k, v in record.items()):
         what = (f"{old['checkpoint']} (sha256 {str(old.get('checkpoint_sha256'))[:12]})" if old.get("checkpoint")
                 else "a checkpoint it does not name")
