@@ -541,6 +541,9 @@ def test_aggregate_by_length_refuses_runs_on_other_data_and_runs_without_counts(
     with pytest.raises(UsageError) as e:
         aggregate.main([str(out), "--no-plots", "--by-length", "gen"])
     assert str(e.value).startswith("--by-length gen: no finished run's eval/gen.json has per_length")
+    with pytest.raises(UsageError) as e:  # a subset no run evaluated: named with those they did, no "rerun"
+        aggregate.main([str(out), "--no-plots", "--by-length", "test"])
+    assert str(e.value) == "--by-length test: no finished run has eval/test.json (the subsets they evaluated: gen)"
     _per_length(out / "scan" / "a" / "seed1", "gen", {9: (4, 4)})
     _per_length(out / "scan" / "a" / "seed2", "gen", {9: (5, 4)})
     with pytest.raises(UsageError) as e:

@@ -338,6 +338,10 @@ def by_length_groups(runs: List[dict], subset: str) -> Tuple[by_length.Groups, L
                 raise UsageError(f"{path}: {c['n']} examples of reference length {length}, but {first[1]} has "
                                  f"{first[0]}: expected runs of one dataset to be evaluated on the same data")
         groups[r["dataset"], r["config"]][r["seed"]] = per_length
+    if not groups and not left_out:  # no finished run evaluated the subset at all: rerunning would not help
+        evaluated = sorted({f.stem for r in runs if finished(r) for f in (Path(r["dir"]) / "eval").glob("*.json")})
+        raise UsageError(f"--by-length {subset}: no finished run has eval/{subset}.json (the subsets they evaluated: "
+                         f"{', '.join(evaluated) or 'none'})")
     if not groups:
         raise UsageError(f"--by-length {subset}: no finished run's eval/{subset}.json has per_length, nor kept "
                          f"outputs (eval/{subset}{OUTPUTS}) to count it from (runs evaluated before either was "
