@@ -344,6 +344,8 @@ def test_validation_comp_counts_hits_of_the_greedy_hypotheses(tmp_path, monkeypa
 
     def decoded(model_, src_tokens, src_lengths, steps, eos, pad=None):  # the batch's hypotheses, EOS, junk after
         assert src_tokens is current["net_input"]["src_tokens"] and eos == d.eos() and pad == d.pad()
+        # as long as eval's fairseq-generate lets a hypothesis run: --max-len-b 200, below the decoder's positions
+        assert steps == min(200, model.max_decoder_positions() - 1) == 200
         rows = [[d.index(w) for w in hyps[i].split()] + [eos] + [d.index("bonne")] * 3 for i in current["id"].tolist()]
         width = max(map(len, rows))
         return torch.tensor([r + [d.pad()] * (width - len(r)) for r in rows])

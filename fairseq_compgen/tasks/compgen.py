@@ -295,10 +295,15 @@ class CompgenTask(CheckedTrainStep, TranslationTask):  # train_step: --batch-chu
             logging_output["_em_oracle_correct"] = int(batch_exact_match(model, sample, pad, eos, oracle=True).sum())
             logging_output.setdefault("_em_total", sample["target"].size(0))
         if "comp_subset" in sample:
+            from fairseq_compgen.pipelines.evaluate import FAIRSEQ_MAX_LEN
             from fairseq_compgen.scoring.comp import comp_hit
             from fairseq_compgen.tasks.greedy import greedy_decode
             net = sample["net_input"]
-            steps = min(self.cfg.max_target_positions, 2 * sample["target"].size(1) + 10)
+            # hypotheses as long as `fairseq-compgen eval --metric comp` lets them run (fairseq-generate's limit,
+            # --max-len-a 0 --max-len-b 200, below the decoder's positions), so that the in-loop and the final COMP
+            # score the same outputs (it stopped at 2 T + 10 tokens, T the batch's longest target)
+            steps = min(int(FAIRSEQ_MAX_LEN[0] * net["src_tokens"].size(1) + FAIRSEQ_MAX_LEN[1]),
+                        model.max_decoder_positions() - 1)
             pred = greedy_decode(model, net["src_tokens"], net["src_lengths"], steps, eos, pad=pad)
             hits = 0
             for i, row in zip(sample["id"].tolist(), pred.tolist()):
