@@ -122,10 +122,13 @@ FAIRSEQ_LOG_FORMAT = dict(format="%(asctime)s | %(levelname)s | %(name)s | %(mes
 
 
 def fairseq_logging(default_level: str, stream) -> None:
-    """Log as fairseq's console scripts do, to `stream`, at LOGLEVEL (fairseq's variable) or `default_level`. Called
-    once fairseq is imported: importing it runs `logging.basicConfig(level=DEBUG)` (fairseq/models/wav2vec/
+    """Log as fairseq's console scripts do, to `stream`, at LOGLEVEL (fairseq's variable) or `default_level`. fairseq
+    is imported first: importing it runs `logging.basicConfig(level=DEBUG)` (fairseq/models/wav2vec/
     wav2vec2_classification.py), after which every fairseq message went to stderr as `INFO:name:message`."""
+    import importlib
     import logging
+
+    importlib.import_module("fairseq")  # its logging configuration first, replaced below
 
     logging.basicConfig(**FAIRSEQ_LOG_FORMAT, level=os.environ.get("LOGLEVEL", default_level).upper(), stream=stream,
                         force=True)

@@ -422,8 +422,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = parser().parse_args(argv)
     if a.batch_size < 1:  # fairseq-generate took 0 and -4 without a word (2026-11-28)
         raise UsageError(f"--batch-size {a.batch_size}: expected a positive number")
-    import fairseq  # noqa: F401  (its import configures logging; ours replaces that)
-
     from fairseq_compgen.cli import fairseq_logging
 
     # warnings on stderr as fairseq writes them; fairseq's INFO lines of this process before each decoding (the
