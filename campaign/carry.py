@@ -11,9 +11,14 @@ end of a session started again from scratch, and a run longer than one session (
 could never finish. `save` commits, for each run under STATE/runs/<sweep>/<dataset>/<config>/seedK/ that has a
 checkpoint_last.pt and no done.json, that checkpoint and the run's records (settings, command, launch, commit and
 machine records with their *.history, data.json, train.log) to results/campaign/_carry/<sweep>/<run>/, one commit
-of that folder alone per run; a run whose carried checkpoint is already the same file is left as it is.
+of that folder alone per run; a run whose carried checkpoint is already the same file, or at a later update, is
+left as it is. A checkpoint_last.pt cut off (a session ended while fairseq copied a save over it) is carried as the
+run's newest readable save, as the runner's repair_last resumes it; a run with nothing readable is reported and the
+others are carried.
 `restore` copies a carried run back into STATE/runs/ when that folder has no checkpoint of its own (a fresh
-machine, or a run that never reached a checkpoint here) and no sweep holds its lock; the campaign's sweep then
+machine, or a run that never reached a checkpoint here) or one at an earlier update (a run a lane began again while a
+further checkpoint, e.g. a lent GPU's, waited to be restored; this folder's files that differ are kept as
+<name>.before-carry), and no sweep holds its lock; the campaign's sweep then
 resumes it from the checkpoint as from its own (fairseq-train finds checkpoint_last.pt in the run folder; the
 resume checks of tasks/checkpoint_guard.py compare the data, and the checkpoint is read by the package's
 weights-only loader, fairseq_compgen/checkpoint_loading.py). When the run finishes, scripts/campaign.sh removes its
@@ -32,6 +37,7 @@ import argparse
 import fcntl
 import filecmp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,17 +49,24 @@ sys.path.insert(0, str(REPO))
 
 from campaign.status import steps  # noqa: E402  the queue files read as scripts/campaign.sh reads them
 from fairseq_compgen.pipelines.runner import LOCK, RECORDS  # noqa: E402  the sweep's lock file; a run's records
+from fairseq_compgen.checkpoint_loading import newest_readable  # noqa: E402
 from fairseq_compgen.pipelines.train import checkpoint_updates  # noqa: E402
 
 CARRY = Path("results") / "campaign" / "_carry"  # relative to the repository
 CHECKPOINT = "checkpoint_last.pt"
+SEED = re.compile(r"seed\d+")  # a run folder's name; not a carry's .tmp or .old left by a save cut short
+
+
+def run_checkpoints(root: Path):
+    """CHECKPOINT of every run folder <sweep>/<dataset>/<config>/seedK under `root`, sorted."""
+    return [ck for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")) if SEED.fullmatch(ck.parent.name)]
 
 
 def unfinished_runs(state: Path):
     """(run folder relative to STATE/runs, i.e. <sweep>/<dataset>/<config>/seedK, its path) of every run with a
     checkpoint and no done.json."""
     runs = state / "runs"
-    for ck in sorted(runs.glob(f"*/*/*/seed*/{CHECKPOINT}")):
+    for ck in run_checkpoints(runs):
         if not (ck.parent / "done.json").exists():
             yield ck.parent.relative_to(runs).as_posix(), ck.parent
 
@@ -120,7 +133,18 @@ def carry(repo: Path, rel: str, run: Path, where: str = ""):
     tmp.mkdir(parents=True)
     try:
         copy_stable(ck, tmp / CHECKPOINT)
-        updates = num_updates(tmp / CHECKPOINT)
+        try:
+            updates = num_updates(tmp / CHECKPOINT)
+        except ValueError:  # cut off (a session ended while fairseq copied a save over it): its newest readable
+            # save, as the runner's repair_last resumes it
+            newest, _, _ = newest_readable(run, exclude=ck)
+            if newest is None:
+                raise
+            copy_stable(Path(newest), tmp / CHECKPOINT)
+            updates = num_updates(tmp / CHECKPOINT)
+        before = carried_updates(dest)
+        if before is not None and before > updates:
+            raise Behind(f"its carried checkpoint is at update {before}, this state folder's at {updates}")
         for name in RECORDS:
             if (run / name).is_file():
                 shutil.copy2(run / name, tmp / name)
@@ -139,6 +163,19 @@ def carry(repo: Path, rel: str, run: Path, where: str = ""):
            f"{mb:.1f} MB), to resume on a fresh machine")
     commit_paths(repo, [path], msg)
     return updates, msg
+
+
+class Behind(Exception):
+    """The run's checkpoint here is at an earlier update than the one carried already (e.g. a run a lane began
+    again while a lent GPU's further checkpoint waited to be restored): not carried over it."""
+
+
+def carried_updates(dest: Path):
+    """The update of the checkpoint carried at `dest`, or None (none, or not readable)."""
+    try:
+        return num_updates(dest / CHECKPOINT) if (dest / CHECKPOINT).is_file() else None
+    except (ValueError, OSError):
+        return None
 
 
 def save(repo: Path, state: Path, max_mb: float) -> int:
@@ -160,15 +197,40 @@ def save(repo: Path, state: Path, max_mb: float) -> int:
             continue
         try:
             updates, _ = carry(repo, rel, run)
+        except Behind as e:
+            print(f"carry: {rel}: not carried: {e}")
+            continue
         except RuntimeError as e:  # one run's failed commit (a held index lock): the others are still carried
             print(f"carry: {rel}: not carried: {e}; its files are under {CARRY / rel}, committed by a later save",
                   file=sys.stderr)
             failed += 1
             continue
+        except (ValueError, OSError) as e:  # no readable checkpoint (cut off, no readable save): the others still
+            print(f"carry: {rel}: not carried: {e}", file=sys.stderr)
+            failed += 1
+            continue
         print(f"carry: committed {rel} at update {updates}")
         carried += 1
-    print(f"carry: {carried} run(s) carried" + (f", {failed} not (their commits failed)" if failed else ""))
+    print(f"carry: {carried} run(s) carried" + (f", {failed} not (why: above)" if failed else ""))
     return 1 if failed else 0
+
+
+def updates_here(run: Path):
+    """The update a run folder resumes from: its checkpoint_last.pt's, or where that is cut off its newest readable
+    save's (as the runner's repair_last resumes it); None when it has none."""
+    try:
+        return num_updates(run / CHECKPOINT)
+    except (ValueError, OSError):
+        return newest_readable(run, exclude=run / CHECKPOINT)[1] if run.is_dir() else None
+
+
+def goes_on_here(run: Path, carried: Path) -> bool:
+    """The run folder `run` of this state folder resumes at least as far as the carried checkpoint `carried`: it
+    goes on from its own (a carried checkpoint that does not load is never restored over it)."""
+    if not (run / CHECKPOINT).exists():
+        return False
+    here, there = updates_here(run), carried_updates(carried.parent)
+    return there is None or (here is not None and here >= there)
 
 
 def restore(repo: Path, state: Path, queues=()) -> int:
@@ -176,7 +238,7 @@ def restore(repo: Path, state: Path, queues=()) -> int:
     `queues` (queue files), only the runs of the sweeps they run (a lane restores what its queue trains)."""
     sweeps = {Path(sweep_file).stem for queue in queues for _, sweep_file, _ in steps(queue)}
     root = repo / CARRY
-    for ck in sorted(root.glob(f"*/*/*/seed*/{CHECKPOINT}")):
+    for ck in run_checkpoints(root):
         carried = ck.parent
         rel = carried.relative_to(root).as_posix()
         if queues and rel.split("/")[0] not in sweeps:
@@ -184,8 +246,8 @@ def restore(repo: Path, state: Path, queues=()) -> int:
         if recorded(repo, rel):
             continue  # recorded: the campaign skips it (its carried folder is removed when it is recorded)
         run = state / "runs" / rel
-        if (run / CHECKPOINT).exists():
-            continue  # this state folder's own checkpoint: the run goes on from it
+        if goes_on_here(run, ck):
+            continue  # this state folder's own checkpoint, as far as the carried one: the run goes on from it
         if not (carried / "data.json").is_file():
             print(f"carry: {rel}: not restored: no data.json, so the campaign's sweep could not tell whether its "
                   f"data folder here holds the files it trained on")
@@ -197,8 +259,12 @@ def restore(repo: Path, state: Path, queues=()) -> int:
             except BlockingIOError:
                 print(f"carry: {rel}: not restored: a sweep is running it here")
                 continue
-            if (run / CHECKPOINT).exists():
+            if goes_on_here(run, ck):
                 continue  # restored by the other lane's campaign a moment ago
+            if (run / CHECKPOINT).exists():
+                print(f"carry: {rel}: this state folder's checkpoint is at update {updates_here(run)}, the carried "
+                      f"one at {carried_updates(carried)}: restored over it (this folder's files that differ are "
+                      f"kept as <name>.before-carry)")
             # the records first, the checkpoint last, each whole under its name (written to .tmp, then renamed):
             # a restore cut short leaves no checkpoint, and the next restore starts it again
             # a record of an attempt here that saved no checkpoint (its train.log) is kept as <name>.before-carry

@@ -184,7 +184,8 @@ def import_each(repo: Path, runs, sweeps: dict, put) -> int:
             continue
         try:
             message = put(rel, run)
-        except RuntimeError as e:  # git kept failing
+        except (RuntimeError, ValueError, OSError) as e:  # git kept failing, or a checkpoint that does not load: the
+            # other runs are still imported
             print(f"gpu_import: {rel}: {e}", file=sys.stderr)
             refused += 1
             continue

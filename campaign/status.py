@@ -161,11 +161,11 @@ def extrapolated_hours(folder: Path) -> Optional[float]:
 def steps(queue: Path):
     """(line number, sweep file, glob) of every sweep step of a queue file (prep steps are skipped)."""
     for number, line in enumerate(queue.read_text().splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
+        words = line.split()  # as bash's `read` splits it: spaces or tabs, before, between and after
+        if not words or words[0].startswith("#"):
             continue
-        first, _, rest = line.partition(" ")
-        if first != "prep":
-            yield number, first, rest.strip()
+        if words[0] != "prep":
+            yield number, words[0], " ".join(words[1:])
 
 
 def committed_runs(repo: Path) -> set:

@@ -32,9 +32,10 @@ THREADS=${THREADS:-1}
 JOBS=${JOBS:-1}
 cd "$REPO"
 dirty=$(git status --porcelain --untracked-files=no)
-for _ in 1 2 3 4 5 6; do  # changes under results/campaign/ alone: another lane committing a run this second
-  if [ -z "$dirty" ] || grep -qv ' results/campaign/' <<< "$dirty"; then break; fi
-  echo "campaign: results/campaign/ has uncommitted changes (another lane committing a run?): waiting 5 s"
+for _ in 1 2 3 4 5 6; do  # changes under results/campaign/ (or campaign_gpu/) alone: another lane, carry.py or
+  # gpu_import.py committing a run this second
+  if [ -z "$dirty" ] || grep -qv ' results/campaign' <<< "$dirty"; then break; fi
+  echo "campaign: results/campaign*/ has uncommitted changes (another lane committing a run?): waiting 5 s"
   sleep 5
   dirty=$(git status --porcelain --untracked-files=no)
 done
@@ -152,8 +153,8 @@ print(', '.join(f'{k} {v:.4f}' for k, v in sorted(a.items()) if isinstance(v, (i
     # results/campaign/<sweep>` works from the repository alone
     sweep_json=""
     if [ -f "runs/$name/sweep.json" ] && ! cmp -s "runs/$name/sweep.json" "$REPO/results/campaign/$name/sweep.json"; then
-      cp "runs/$name/sweep.json" "$REPO/results/campaign/$name/sweep.json.tmp"
-      mv "$REPO/results/campaign/$name/sweep.json.tmp" "$REPO/results/campaign/$name/sweep.json"
+      cp "runs/$name/sweep.json" "$REPO/results/campaign/$name/sweep.json.tmp-$$"  # this lane's own: both may
+      mv "$REPO/results/campaign/$name/sweep.json.tmp-$$" "$REPO/results/campaign/$name/sweep.json"  # copy it at once
     fi
     if [ -f "$REPO/results/campaign/$name/sweep.json" ] &&
        [ -n "$(git -C "$REPO" status --porcelain -- "results/campaign/$name/sweep.json")" ]; then

@@ -436,7 +436,7 @@ def test_steps_left_lists_the_steps_with_a_run_not_committed(tmp_path):
     """campaign/status.py --steps-left (what scripts/campaign.sh walks): a step whose runs all have a done.json in the
     repository's HEAD, under results/campaign or results/campaign_gpu, is left out; a step with a run recorded only
     in the working tree (copied, not committed yet) or not at all, or whose glob plans no run, is listed, its words
-    one space apart."""
+    one space apart (a line indented or split by tabs too, as bash's `read` splits it)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -450,7 +450,7 @@ def test_steps_left_lists_the_steps_with_a_run_not_committed(tmp_path):
     queue = tmp_path / "queue.txt"
     queue.write_text("# a comment\nprep scan --split length_cutoff_26 --out data/scan\n"
                      "campaign/park_kim_scan26_5k.yaml scan/*/seed1\n"
-                     "campaign/park_kim_scan26_5k.yaml   scan/*/seed2\n"
+                     "  campaign/park_kim_scan26_5k.yaml \t scan/*/seed2\n"
                      "campaign/chaabouni_jump_columns.yaml jump/sag/seed1\n"
                      "campaign/chaabouni_jump_columns.yaml jump/sag/seed2\n"
                      "campaign/chaabouni_jump_columns.yaml jump/no_such_config/seed1\n")
@@ -463,10 +463,11 @@ def test_steps_left_lists_the_steps_with_a_run_not_committed(tmp_path):
 
 
 def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
-    """Changes under results/campaign/ alone are another lane committing a run: the campaign waits for them (up to
-    30 s) instead of refusing the tree; here the other lane's commit lands once the campaign says it waits."""
+    """Changes under results/campaign/ or results/campaign_gpu/ alone are another lane (or carry.py, gpu_import.py)
+    committing a run: the campaign waits for them (up to 30 s) instead of refusing the tree; here gpu_import's commit
+    lands once the campaign says it waits (a change under campaign_gpu/ was refused at once before 2026-11-30)."""
     repo, state, _ = _clone_with(tmp_path, {"campaign/empty_queue.txt": "# nothing to run but a blank line\n\n"})
-    other = repo / "results" / "campaign" / "other_lane.txt"
+    other = repo / "results" / "campaign_gpu" / "other_lane.txt"
     other.parent.mkdir(parents=True, exist_ok=True)
     other.write_text("a run's files\n")
     _git(repo, "add", str(other))  # staged, as `git add` leaves them until `git commit` runs
@@ -474,7 +475,7 @@ def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     p = subprocess.Popen(["bash", "scripts/campaign.sh"], cwd=repo, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     first = p.stdout.readline()  # the campaign saw the other lane's staged files and waits for their commit
-    assert "results/campaign/ has uncommitted changes (another lane committing a run?): waiting" in first, first
+    assert "results/campaign*/ has uncommitted changes (another lane committing a run?): waiting" in first, first
     _git(repo, "commit", "-q", "-m", "the other lane's run", "--", str(other))
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and "queue finished" in out, first + out + err
@@ -539,6 +540,65 @@ def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_
     assert any(c.startswith("D\tresults/campaign/_carry/tiny/scan/rel_uni/seed1/") for c in changed), changed
     assert _git(repo, "rev-parse", "HEAD~1").strip() == carry_commit  # one commit records the run, removes the carry
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_carry_saves_past_a_cut_off_checkpoint_never_goes_back_and_restores_over_an_earlier_one(tmp_path):
+    """carry.py, on fabricated runs: a checkpoint_last.pt cut off at a session's end is carried as the run's newest
+    readable save; a run with nothing readable is reported and the runs after it are still carried (it used to stop
+    the whole save with a traceback); a checkpoint behind the one carried already is not carried over it; restore puts
+    a carried checkpoint over a state folder's earlier one (its files kept as .before-carry) but not over one as far,
+    and takes no folder left by a carry cut short (seed1.tmp) for a run."""
+    import runpy
+
+    import torch
+
+    carry = runpy.run_path(str(REPO / "campaign" / "carry.py"), run_name="carry")
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+
+    def run(name, **saves):
+        folder = state / "runs" / "sw" / "scan" / name / "seed1"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "data.json").write_text("{}\n")
+        (folder / "train.log").write_text(f"{name} here\n")
+        for file, updates in saves.items():
+            torch.save({"optimizer_history": [{"num_updates": updates}], "model": {"w": torch.ones(32, 32)}},
+                       folder / f"{file}.pt")
+        return folder
+
+    cut = run("a_cut", checkpoint_3_20=20, checkpoint_5_40=40, checkpoint_last=40)
+    whole = (cut / "checkpoint_last.pt").read_bytes()
+    (cut / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
+    lost = run("b_lost", checkpoint_last=10)
+    (lost / "checkpoint_last.pt").write_bytes(whole[:100])
+    good = run("c_good", checkpoint_last=30)
+    assert carry["save"](repo, state, 16.0) == 1  # b_lost not carried: reported, and the exit status says so
+    carried = repo / "results" / "campaign" / "_carry" / "sw" / "scan"
+    assert carry["num_updates"](carried / "a_cut" / "seed1" / "checkpoint_last.pt") == 40
+    assert not (carried / "b_lost" / "seed1").exists() and not list((carried / "b_lost").iterdir())
+    assert carry["num_updates"](carried / "c_good" / "seed1" / "checkpoint_last.pt") == 30
+    assert "Campaign carry: sw/scan/c_good/seed1 at update 30" in _git(repo, "log", "-1", "--format=%s")
+
+    # a lane began c_good again here (update 5), while the carried one is at 30: not carried over it
+    shutil.rmtree(good)
+    run("c_good", checkpoint_last=5)
+    head = _git(repo, "rev-parse", "HEAD")
+    carry["save"](repo, state, 16.0)
+    assert _git(repo, "rev-parse", "HEAD") == head
+    assert carry["num_updates"](carried / "c_good" / "seed1" / "checkpoint_last.pt") == 30
+    # ... and restore puts the carried 30 back over it, keeping this folder's differing files aside
+    (carried / "c_good" / "seed1.tmp").mkdir()  # a carry cut short: no run
+    shutil.copy2(carried / "c_good" / "seed1" / "checkpoint_last.pt", carried / "c_good" / "seed1.tmp")
+    assert carry["restore"](repo, state) == 0
+    assert carry["num_updates"](good / "checkpoint_last.pt") == 30
+    assert carry["num_updates"](good / "checkpoint_last.pt.before-carry") == 5
+    assert not (state / "runs" / "sw" / "scan" / "c_good" / "seed1.tmp").exists()
+    # a state folder as far as the carried checkpoint, or further, goes on from its own
+    run("a_cut", checkpoint_last=50)
+    carry["restore"](repo, state)
+    assert carry["num_updates"](cut / "checkpoint_last.pt") == 50 and not (cut / "checkpoint_last.pt.before-carry").exists()
 
 
 def test_a_run_begun_on_a_gpu_is_handed_to_the_lanes_and_resumes_there(scan_bin, trained_once, tmp_path):
