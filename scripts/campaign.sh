@@ -31,6 +31,14 @@ STATE=${STATE:-$(dirname "$REPO")/campaign}
 THREADS=${THREADS:-1}
 JOBS=${JOBS:-1}
 cd "$REPO"
+# a git index lock older than 10 minutes was left by a git process stopped mid-commit (a session's end): git holds it
+# for seconds, and while it stays every `git add` and `git commit` of the lanes and carry.py fails (the runs' records
+# would stay uncommitted, lost on a fresh machine)
+lock="$(git rev-parse --git-dir)/index.lock"
+if [ -n "$(find "$lock" -maxdepth 0 -mmin +10 2>/dev/null)" ]; then
+  echo "campaign: removing $lock, left over 10 minutes ago by a git process that was stopped (every commit would fail)"
+  rm -f "$lock"
+fi
 dirty=$(git status --porcelain --untracked-files=no)
 for _ in 1 2 3 4 5 6; do  # changes under results/campaign/ (or campaign_gpu/) alone: another lane, carry.py or
   # gpu_import.py committing a run this second

@@ -9,6 +9,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -479,6 +480,23 @@ def test_campaign_waits_for_another_lanes_commit_in_progress(tmp_path):
     _git(repo, "commit", "-q", "-m", "the other lane's run", "--", str(other))
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and "queue finished" in out, first + out + err
+
+
+def test_a_stale_git_index_lock_is_removed_and_a_fresh_one_left(tmp_path):
+    """A .git/index.lock over 10 minutes old was left by a git process stopped mid-commit (a session's end): while it
+    stayed, every commit of the lanes failed ("could not commit") and the runs' records stayed uncommitted. The
+    campaign removes it at its start, saying so; a younger one (a git command at work) is left alone."""
+    repo, state, _ = _clone_with(tmp_path, {"campaign/empty_queue.txt": "# nothing to run\n"})
+    lock = repo / ".git" / "index.lock"
+    env = {**os.environ, **GIT_ENV, "STATE": str(state), "PY": sys.executable, "QUEUE": "campaign/empty_queue.txt"}
+    lock.write_text("")
+    p = subprocess.run(["bash", "scripts/campaign.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and lock.exists() and "removing" not in p.stdout, p.stdout + p.stderr
+    old = time.time() - 11 * 60
+    os.utime(lock, (old, old))
+    p = subprocess.run(["bash", "scripts/campaign.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and not lock.exists(), p.stdout + p.stderr
+    assert "campaign: removing .git/index.lock, left over 10 minutes ago" in p.stdout, p.stdout
 
 
 def test_an_unfinished_run_is_carried_to_a_fresh_machine_and_resumes_there(scan_bin, trained_once, tmp_path):
