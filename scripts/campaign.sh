@@ -232,7 +232,7 @@ else
   echo "campaign: campaign/status.py --steps-left failed (above): walking every step" >&2
   walk_all=1
 fi
-grep -v '^#' "$TREE/$QUEUE" | while read -r sweep glob; do
+{ grep -v '^#' "$TREE/$QUEUE" || true; } | while read -r sweep glob; do  # (a queue of comments alone: grep fails)
   [ -n "$sweep" ] || continue
   if [ -e "$moved" ]; then continue; fi
   if [ "$sweep" = prep ]; then
