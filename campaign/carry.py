@@ -165,7 +165,7 @@ def carry(repo: Path, rel: str, run: Path, where: str = ""):
     return updates, msg
 
 
-class Behind(Exception):
+class Behind(ValueError):
     """The run's checkpoint here is at an earlier update than the one carried already (e.g. a run a lane began
     again while a lent GPU's further checkpoint waited to be restored): not carried over it."""
 
