@@ -177,6 +177,12 @@ def committed_runs(repo: Path) -> set:
     return {"/".join(p[2:6]) for p in parts if len(p) == 7 and p[6] == "done.json"}
 
 
+def runs_of_step(sweep_file: str, glob: str, state: Path):
+    """The runs of a queue step, planned as the lane's dry run plans them (its sweep's runs in STATE/runs/<sweep>)."""
+    return sweep.select(sweep.plan(sweep.load_sweep(REPO / sweep_file), state / "runs" / Path(sweep_file).stem,
+                                   cpu=True), [glob])
+
+
 def steps_left(queue: Path, repo: Path, state: Path):
     """Each sweep step of `queue` (its line with single spaces, as scripts/campaign.sh compares steps) that has a run
     not committed in `repo` (committed_runs), or whose runs cannot be planned here (the lane's dry run says why):
@@ -185,8 +191,7 @@ def steps_left(queue: Path, repo: Path, state: Path):
     for _, sweep_file, glob in steps(queue):
         name = Path(sweep_file).stem
         try:
-            runs = sweep.select(sweep.plan(sweep.load_sweep(REPO / sweep_file), state / "runs" / name, cpu=True),
-                                [glob])
+            runs = runs_of_step(sweep_file, glob, state)
         except UsageError:
             runs = []
         if not runs or any(f"{name}/{run.name}" not in done for run in runs):
@@ -260,9 +265,8 @@ def main(argv=None) -> int:
         print(f"{queue.name}:")
         listed = list(steps(queue))
         for position, (number, sweep_file, glob) in enumerate(listed):
-            spec = sweep.load_sweep(REPO / sweep_file)
             name = Path(sweep_file).stem
-            runs = sweep.select(sweep.plan(spec, a.state / "runs" / name, cpu=True), [glob])
+            runs = runs_of_step(sweep_file, glob, a.state)
             done, going, left = [], [], []
             for run in runs:
                 key = f"{name}/{run.name}"
